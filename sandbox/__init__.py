@@ -1,0 +1,1 @@
+"""Untrusted code run against unit tests, isolated in Docker."""

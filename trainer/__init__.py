@@ -1,0 +1,1 @@
+"""A compact GRPO trainer that sees tasks only through the env API."""
