@@ -40,8 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, (module_name, help_text) in COMMANDS.items():
         try:
-            module = sys.modules[__name__] if module_name == __name__ else importlib.import_module(module_name)
-        except ImportError:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # that part is not built or installed
+            if exc.name != module_name:
+                raise
             continue
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         adder = getattr(module, f"add_{name}_arguments", None) or module.add_arguments
@@ -142,7 +144,3 @@ def run_list(args: argparse.Namespace) -> int:
     for name, desc in envs.items():
         print(f"  {name:<{width}}{desc}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

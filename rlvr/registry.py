@@ -103,7 +103,10 @@ def _load_plugins() -> None:
         return
     _plugins_loaded = True
     for ep in entry_points(group=PLUGIN_GROUP):
-        ep.load()()
+        try:
+            ep.load()()
+        except Exception as exc:  # a broken plugin is named, not left as a bare traceback
+            raise RegistryError(f"plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
 
 
 def reload_plugins() -> None:
