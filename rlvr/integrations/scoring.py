@@ -29,6 +29,10 @@ class ItemError(ValueError):
     """A request item that cannot be scored as asked (the caller's mistake, not the model's)."""
 
 
+class UnknownName(ItemError, LookupError):
+    """No verifier or env is registered under the name an item gives."""
+
+
 @dataclass(frozen=True)
 class Item:
     """One completion to score, by a registered verifier or by an env at a reset seed."""
@@ -64,7 +68,7 @@ def get_verifier(name: str, options: Mapping[str, Any] | None = None) -> Verifie
     try:
         verifier = make_verifier(name, **options)
     except RegistryError as exc:
-        raise ItemError(str(exc)) from None
+        raise UnknownName(str(exc)) from None
     except ImportError as exc:
         raise ItemError(f"verifier {name!r} is not available here: {exc}") from None
     except (TypeError, ValueError) as exc:
@@ -96,10 +100,15 @@ class _EnvPool:
 
             import rlvr.envs  # noqa: F401  (registers the rlvr/* ids)
 
-            return gymnasium.make(env_id, **kwargs)
+            try:
+                return gymnasium.make(env_id, **kwargs)
+            except gymnasium.error.UnregisteredEnv as exc:
+                raise UnknownName(f"unknown env {env_id!r}: {exc}") from None
         except ImportError as exc:
             raise ItemError(f"env {env_id!r} needs gymnasium and rlvr.envs: {exc}") from None
-        except Exception as exc:  # gymnasium raises its own error types for unknown ids and bad kwargs
+        except ItemError:
+            raise
+        except Exception as exc:  # an env's constructor rejects its kwargs with errors of its own choosing
             raise ItemError(f"cannot make env {env_id!r} with {dict(kwargs)}: {exc}") from None
 
     def give(self, env_id: str, kwargs: Mapping[str, Any], env: Any) -> None:
