@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 
@@ -68,9 +69,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"rlvr serve: listening on http://{host}:{port}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False,
                                            timeout_graceful_shutdown=args.grace, lifespan="off"))
-    server.run(sockets=[sock])
-    print("rlvr serve: stopped", flush=True)
+    # uvicorn finishes in-flight requests on SIGTERM, then re-raises the signal to the handler it
+    # found: make that a clean exit rather than death by signal.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        print("rlvr serve: stopped", flush=True)
     return 0
+
+
+def _exit_cleanly(signum, frame):
+    raise SystemExit(0)
 
 
 def _read_token(path: str | None) -> str | None:

@@ -26,6 +26,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rlvr import __version__
 from rlvr.integrations.scoring import Item, ItemError, score_items
@@ -100,8 +101,8 @@ def create_app(config: ServerConfig | None = None):
             state["in_flight"] -= 1
             state["served"] += 1
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request, exc: HTTPException):
+    @app.exception_handler(StarletteHTTPException)  # ours, and the router's 404/405
+    async def _http_error(request, exc: StarletteHTTPException):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -109,6 +110,9 @@ def create_app(config: ServerConfig | None = None):
         errors = exc.errors()
         if errors and errors[0].get("type") == "json_invalid":
             return JSONResponse({"error": "the body is not valid JSON"}, status_code=422)
+        if "json" not in request.headers.get("content-type", ""):
+            return JSONResponse({"error": "send the body as JSON (Content-Type: application/json)"},
+                                status_code=415)
         detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in errors[:20]]
         first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"][1:]) or "body"
