@@ -1,1 +1,227 @@
-"""Math answer equivalence (under construction: see issue 3)."""
+"""Math answer verification: extract the final answer, decide if it equals the reference.
+
+`MathVerifier` does the cheap work (extraction, normalisation, exact rationals, shapes)
+in the caller's process and sends only what needs sympy to worker processes, where a
+hard wall-clock limit applies. See docs/math.md for the rules and conventions.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rlvr.verifiers.boxes import find_boxes
+from rlvr.verifiers.core import (
+    BAD_REFERENCE,
+    ERROR,
+    HEDGE,
+    NO_ANSWER,
+    PARSE_ERROR,
+    TIMEOUT,
+    WRONG,
+    Score,
+    Verifier,
+    _align,
+    completion_text,
+)
+from rlvr.verifiers.math import grader, numeric
+from rlvr.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer, has_hedge_words
+from rlvr.verifiers.math.normalize import normalize
+from rlvr.verifiers.math.pool import get_pool
+
+__all__ = ["MathVerifier", "extract_answer", "grade"]
+
+grade = grader.grade
+
+_QUESTION_FIELDS = ("question", "problem", "prompt_text")
+_CACHE_SIZE = 16384
+_cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
+_cache_lock = threading.Lock()
+
+
+class MathVerifier(Verifier):
+    """1.0 when the completion's final answer equals the reference, else 0.0 with a reason.
+
+    `timeout` is the hard wall-clock limit in seconds for one symbolic check (measured
+    from when a worker takes it). `strict` turns off the last-number fallback.
+    `workers` sets the worker-process count (default: CPU count, at most 8);
+    `prefilled_think` means the chat template opened the think block already.
+    Task fields: `question`/`problem`/`prompt_text` (an answer that only echoes an
+    expression of the question scores 0) and `simplified=True` (the answer must be a
+    plain number when the reference is one).
+    """
+
+    name = "math"
+    best = 1.0
+
+    def __init__(self, timeout: float = 1.0, strict: bool = False, *, workers: int | None = None,
+                 prefilled_think: bool = False):
+        if not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"MathVerifier timeout must be a positive number of seconds, got {timeout!r}")
+        if workers is not None and (not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"MathVerifier workers must be a positive integer, got {workers!r}")
+        self.timeout = float(timeout)
+        self.strict = bool(strict)
+        self.workers = workers
+        self.prefilled_think = bool(prefilled_think)
+
+    def __repr__(self) -> str:
+        return f"MathVerifier(timeout={self.timeout}, strict={self.strict})"
+
+    def score(self, completion: Any, reference: Any = None, **task_fields: Any) -> Score:
+        return self.score_batch([completion], [reference], [task_fields])[0]
+
+    def score_batch(self, completions: Sequence[Any], references: Sequence[Any] | None = None,
+                    task_fields: Sequence[Mapping[str, Any]] | None = None) -> list[Score]:
+        """Score many pairs: cheap ones here, the rest in parallel in the worker pool."""
+        references, task_fields = _align(completions, references, task_fields)
+        results: list[Score | None] = []
+        waiting: dict[tuple, list[tuple[int, dict]]] = {}
+        for i, (completion, reference, fields) in enumerate(zip(completions, references, task_fields)):
+            planned = self._plan(completion, reference, fields)
+            if isinstance(planned, Score):
+                results.append(planned)
+            else:
+                task, info = planned
+                results.append(None)
+                waiting.setdefault(task, []).append((i, info))
+        if waiting:
+            verdicts = self._run_symbolic(list(waiting))
+            for task, verdict in zip(waiting, verdicts):
+                for i, info in waiting[task]:
+                    results[i] = _from_verdict(verdict, info)
+        return results  # type: ignore[return-value]
+
+    # --- planning: everything that needs no sympy ---------------------------------------
+
+    def _plan(self, completion: Any, reference: Any, fields: Mapping[str, Any]):
+        ref = _reference_text(reference)
+        if isinstance(ref, Score):
+            return ref
+        numeric_ref = numeric.to_rational(normalize(ref)) is not None
+        found = extract_answer(completion_text(completion), prefilled_think=self.prefilled_think,
+                               last_number=numeric_ref and not self.strict)
+        info: dict[str, Any] = {"answer": found.answer, "source": found.source}
+        if found.why:
+            info["why"] = found.why
+        wanted = grader.answer_count(ref)
+        if found.reason == HEDGE:
+            if wanted != len(found.candidates):
+                return Score(0.0, HEDGE, info=info)
+            found = Extraction(found.answer, None, found.source)
+        if found.answer is None:
+            return Score(0.0, found.reason or NO_ANSWER, info=info)
+        answer = found.answer
+        if len(answer) > MAX_ANSWER_CHARS:
+            return Score(0.0, NO_ANSWER, info={**info, "why": "answer too long"})
+        split_words = wanted > 1
+        if not split_words and has_hedge_words(answer) and not has_hedge_words(ref):
+            return Score(0.0, HEDGE, info={**info, "why": "alternatives offered in words"})
+        echo = _echoes_question(answer, ref, fields)
+        if echo:
+            return Score(0.0, WRONG, info={**info, "why": echo})
+        simplified = bool(fields.get("simplified", False))
+        try:
+            verdict = grader.grade(answer, ref, split_words=split_words, simplified=simplified)
+        except Exception as exc:  # noqa: BLE001 - the fast path must never raise on model output
+            verdict = None
+            info["fast_path_error"] = f"{type(exc).__name__}"
+        if verdict is True:
+            return Score(1.0, info=info)
+        if verdict is False:
+            return Score(0.0, WRONG, info=info)
+        return ("grade", answer, ref, split_words, simplified), info
+
+    def _run_symbolic(self, tasks: list[tuple]) -> list[tuple[str, object]]:
+        verdicts: list[tuple[str, object] | None] = []
+        todo: list[int] = []
+        with _cache_lock:
+            for k, task in enumerate(tasks):
+                hit = _cache.get(task)
+                if hit is not None:
+                    _cache.move_to_end(task)
+                verdicts.append(hit)
+                if hit is None:
+                    todo.append(k)
+        if todo:
+            outcomes = get_pool(self.workers).run([tasks[k] for k in todo], self.timeout)
+            with _cache_lock:
+                for k, (status, value, _) in zip(todo, outcomes):
+                    if status == "ok":
+                        verdicts[k] = value  # type: ignore[assignment]
+                        _cache[tasks[k]] = value  # type: ignore[assignment]
+                        if len(_cache) > _CACHE_SIZE:
+                            _cache.popitem(last=False)
+                    else:
+                        verdicts[k] = (status, value)
+        return verdicts  # type: ignore[return-value]
+
+
+def _reference_text(reference: Any) -> str | Score:
+    """The reference as an unboxed string, or a bad_reference score."""
+    if isinstance(reference, bool) or reference is None:
+        return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference is {reference!r}"})
+    if isinstance(reference, (int, float)):
+        if isinstance(reference, float) and not math.isfinite(reference):
+            return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference is {reference!r}"})
+        reference = repr(reference) if isinstance(reference, float) else str(reference)
+    if not isinstance(reference, str):
+        return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference of type {type(reference).__name__}"})
+    boxes = find_boxes(reference)
+    if boxes and boxes[-1].closed:
+        reference = boxes[-1].content
+    why = None
+    if not normalize(reference):
+        why = "empty reference"
+    elif len(reference) > MAX_ANSWER_CHARS:
+        why = "reference too long"
+    elif not _balanced(reference):
+        why = "unbalanced braces in the reference"
+    if why:
+        return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why})
+    return reference
+
+
+def _balanced(s: str) -> bool:
+    depth, i = 0, 0
+    while i < len(s):
+        if s[i] == "\\":
+            i += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(s[i], 0)
+        if depth < 0:
+            return False
+        i += 1
+    return depth == 0
+
+
+def _echoes_question(answer: str, reference: str, fields: Mapping[str, Any]) -> str | None:
+    """Why the answer is just an expression copied from the question, else None."""
+    question = next((fields[k] for k in _QUESTION_FIELDS if isinstance(fields.get(k), str)), None)
+    if not question:
+        return None
+    a = normalize(answer).replace(" ", "")
+    if len(a) < 3 or numeric.is_plain_number(a) or a == normalize(reference).replace(" ", ""):
+        return None
+    q = normalize(question).replace(" ", "")
+    if a in q:
+        return "the answer repeats an expression from the question"
+    return None
+
+
+def _from_verdict(verdict: tuple[str, object], info: dict[str, Any]) -> Score:
+    status, value = verdict
+    info = dict(info, stage="symbolic")
+    if status == "ok":
+        return Score(1.0, info=info) if value else Score(0.0, WRONG, info=info)
+    if status in ("timeout", "guard"):
+        why = "refused before evaluation: " + str(value) if status == "guard" else "ran past the time limit"
+        return Score(0.0, TIMEOUT, info={**info, "why": why})
+    if status == "parse_error":
+        return Score(0.0, PARSE_ERROR, info={**info, "why": str(value)})
+    if status == "bad_reference":
+        return Score(0.0, BAD_REFERENCE, info={**info, "why": str(value)})
+    return Score(0.0, ERROR, info={**info, "why": str(value)})

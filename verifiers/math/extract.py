@@ -1,0 +1,147 @@
+"""Finding the final answer in a completion.
+
+Only the final region counts (after `</think>`; nothing when the think block is left
+open). The last closed `\\boxed{}`/`\\fbox{}` wins; without a box the fallbacks are, in
+order, an `<answer>` block, "final answer is ...", "the answer is ...", a GSM8K `#### 42`
+line and, when allowed, the last number. Several *different* boxed answers are a hedge,
+unless the text between two of them retracts the earlier one ("that is wrong", "wait",
+"actually"): a self-correction then keeps the later box. Every pass is linear.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlvr.verifiers.boxes import final_region, find_boxes
+from rlvr.verifiers.core import HEDGE, NO_ANSWER
+from rlvr.verifiers.math.normalize import normalize, strip_math_delimiters
+
+MAX_ANSWER_CHARS = 2000  # a longer "answer" is not a final answer but a dump
+
+_RETRACTION = re.compile(
+    r"\b(wrong|incorrect|mistake|error|erroneous|actually|wait|correction|correcting|recheck|re-check|"
+    r"oops|not right|not correct|scratch that|instead|recalculat\w*|reconsider\w*|revis\w*|fix)\b",
+    re.IGNORECASE,
+)
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+_FINAL_ANSWER = re.compile(r"final\s+answer\s*(?:is|:|=)?\s*:?", re.IGNORECASE)
+_THE_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
+_GSM8K = re.compile(r"####\s*([^\n]+)")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+_SENTENCE_END = re.compile(r"(?<!\d)\.(?!\d)|\n|;|\.$")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The answer string found, how it was found, and why there is none."""
+
+    answer: str | None
+    reason: str | None = None  # NO_ANSWER or HEDGE when the answer cannot be scored as is
+    source: str = ""  # boxed, answer_tag, final_answer, answer_is, gsm8k, last_number
+    candidates: tuple[str, ...] = ()  # the different boxed answers of a hedge
+    why: str = ""
+
+
+def extract_answer(text: str, *, prefilled_think: bool = False, last_number: bool = False) -> Extraction:
+    """The final answer of `text` (see the module docstring for the rules)."""
+    region = final_region(text, prefilled_think)
+    if region is None:
+        return Extraction(None, NO_ANSWER, why="the think block is never closed")
+    boxes = find_boxes(region)
+    if boxes:
+        return _from_boxes(region, boxes)
+    for source, finder in _FALLBACKS:
+        found = finder(region)
+        if found is not None:
+            return _checked(found, source)
+    if last_number:
+        numbers = _NUMBER.findall(region)
+        if numbers:
+            return _checked(numbers[-1].rstrip(".,"), "last_number")
+    return Extraction(None, NO_ANSWER, why="no boxed answer and no answer statement")
+
+
+def _checked(answer: str, source: str) -> Extraction:
+    answer = answer.strip()
+    if not answer or not normalize(answer):
+        return Extraction(None, NO_ANSWER, source, why="empty answer")
+    if len(answer) > MAX_ANSWER_CHARS:
+        return Extraction(None, NO_ANSWER, source, why=f"answer longer than {MAX_ANSWER_CHARS} characters")
+    return Extraction(answer, None, source)
+
+
+def _from_boxes(region: str, boxes) -> Extraction:
+    if not boxes[-1].closed:
+        return Extraction(None, NO_ANSWER, "boxed", why="the last box is never closed (truncated output)")
+    kept = [boxes[0]]
+    for box in boxes[1:]:
+        between = region[kept[-1].start:box.start]
+        between = between[between.find("}") + 1:] if "}" in between else between
+        if normalize(box.content) == normalize(kept[-1].content) or _RETRACTION.search(between):
+            kept[-1] = box  # a repeat, or a self-correction: the later box stands
+        else:
+            kept.append(box)
+    contents = [b.content.strip() for b in kept]
+    if len(contents) > 1:
+        if any(not normalize(c) for c in contents):
+            contents = [c for c in contents if normalize(c)] or contents[-1:]
+        if len(contents) > 1:
+            return Extraction(", ".join(contents), HEDGE, "boxed", tuple(contents),
+                              why=f"{len(contents)} different boxed answers")
+    return _checked(contents[-1], "boxed")
+
+
+def _answer_tag(region: str) -> str | None:
+    found = _ANSWER_TAG.findall(region)
+    return found[-1] if found else None
+
+
+def _statement(pattern: re.Pattern[str]):
+    def find(region: str) -> str | None:
+        last = None
+        for match in pattern.finditer(region):
+            last = match
+        if last is None:
+            return None
+        rest = region[last.end():].lstrip()
+        if rest.startswith("$"):  # "the answer is $\frac{1}{2}$." -> the math span
+            close = rest.find("$", 1 if not rest.startswith("$$") else 2)
+            if close > 0:
+                return strip_math_delimiters(rest[:close + 1])
+        if rest.startswith("\\(") or rest.startswith("\\["):
+            close = rest.find("\\)" if rest.startswith("\\(") else "\\]")
+            if close > 0:
+                return rest[2:close]
+        m = _SENTENCE_END.search(rest)
+        answer = rest[:m.start()] if m else rest
+        return answer.strip().strip("*").strip() or None
+    return find
+
+
+def _gsm8k(region: str) -> str | None:
+    found = _GSM8K.findall(region)
+    return found[-1].strip() if found else None
+
+
+_FALLBACKS = (
+    ("answer_tag", _answer_tag),
+    ("final_answer", _statement(_FINAL_ANSWER)),
+    ("answer_is", _statement(_THE_ANSWER)),
+    ("gsm8k", _gsm8k),
+)
+
+# Words that join alternatives: "3 or 4", "either 3 or 4", "3 \text{ or } 4".
+_HEDGE_WORDS = re.compile(r"\beither\b|\bor\b|\\lor\b|\\vee\b|\bpossibly\b|\bmaybe\b", re.IGNORECASE)
+
+
+def has_hedge_words(answer: str) -> bool:
+    """True when the answer offers alternatives in words."""
+    return bool(_HEDGE_WORDS.search(answer))
+
+
+def split_alternatives(answer: str) -> list[str]:
+    """`x=1 \\text{ or } x=2` -> [`x=1`, `x=2`] (used when the reference itself lists several values)."""
+    text = re.sub(r"\\text\{\s*(or|and)\s*\}", r" \1 ", answer)
+    parts = re.split(r"\bor\b|\band\b|\\lor\b|\\vee\b", text)
+    return [p.strip().strip(",") for p in parts if p.strip().strip(",")]

@@ -1,0 +1,286 @@
+"""Answer equivalence, cheapest test first.
+
+`grade(answer, reference, symbolic=False)` returns True/False when the cheap stages can
+decide (normalised string match, exact rationals, text, choice letters, bases) and None
+when a scalar pair needs sympy; the verifier then reruns it with `symbolic=True` in a
+worker process under a hard time limit. Shapes (tuples, sets, intervals, matrices,
+equations) are compared element by element, so each leaf takes the cheapest path too.
+
+Conventions where graders differ (see docs/math.md):
+- `50%` equals `0.5` and also `50` (a dropped percent sign); `0.5` does not equal `50`.
+- Degrees are plain numbers: `30^\\circ` equals `30`, not `\\frac{\\pi}{6}`.
+- Units after a number are dropped: `5\\text{ cm}` equals `5`.
+- An unsimplified answer with the right value (`\\boxed{1+1}` for 2) is accepted unless the
+  task field `simplified=True` asks for a plain number.
+- A decimal equals a fraction only if it is exact: `0.33` is not `\\frac{1}{3}`, `0.\\overline{3}` is.
+- Base subscripts compare digits: `1010_2` equals `1010`, not `1010_3` nor `10`.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from rlvr.verifiers.math import numeric, structures
+from rlvr.verifiers.math.normalize import normalize, text_key
+from rlvr.verifiers.math.structures import Node, is_symbol, parse_structure
+
+_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
+_CHOICE_ANSWER = re.compile(r"^(?:\\text\{)?\s*(?:option|choice)?\s*\(?([A-Ea-e])\)?[.:]?\s*\}?(?:\s.*)?$",
+                            re.IGNORECASE)
+_BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+_WORDS = re.compile(r"^[A-Za-z][A-Za-z' -]*$")
+_FUNCTION_WORDS = frozenset({"sin", "cos", "tan", "log", "ln", "exp", "sqrt", "pi", "infty", "frac"})
+
+
+class NeedsSymbolic(Exception):
+    """A scalar pair the fast stages cannot decide."""
+
+
+def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: bool = False,
+          simplified: bool = False) -> bool | None:
+    """Whether `answer` equals `reference` (both raw, unboxed); None if sympy is needed."""
+    a, r = normalize(answer), normalize(reference)
+    if _key(a) == _key(r):
+        return True
+    choice = _choice(r, reference)
+    if choice is not None:
+        return choice == _choice_of_answer(a, answer)
+    try:
+        node_a = parse_structure(a, split_words=split_words)
+        node_r = parse_structure(r, split_words=split_words)
+        return _equal(node_a, node_r, symbolic, simplified)
+    except NeedsSymbolic:
+        return None
+
+
+def _key(s: str) -> str:
+    return s.replace(" ", "").lstrip("+")
+
+
+def _choice(norm: str, raw: str) -> str | None:
+    """The letter of a multiple-choice reference (`B`, `(B)`, `\\text{(B)}`), else None."""
+    m = _CHOICE.match(norm.strip())
+    if m and ("(" in raw or m.group(1).isupper()):
+        return m.group(1).upper()
+    return None
+
+
+def _choice_of_answer(norm: str, raw: str) -> str | None:
+    m = _CHOICE.match(norm.strip()) or _CHOICE_ANSWER.match(norm.strip())
+    return m.group(1).upper() if m else None
+
+
+def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
+    # An assignment `x = 3` answers `3`, and `3` answers `x = 3`.
+    if a.kind == "eq" and r.kind != "eq" and is_symbol(a.items[0].text):
+        a = parse_structure(a.items[1].text)
+    if r.kind == "eq" and a.kind != "eq" and is_symbol(r.items[0].text):
+        r = parse_structure(r.items[1].text)
+    if a.kind in ("list", "set") and r.kind in ("list", "set"):
+        return _unordered(_unassign(a.items), _unassign(r.items), symbolic, simplified)
+    if a.kind in ("list", "set") and len(a.items) == 1:
+        return _equal(a.items[0], r, symbolic, simplified)
+    if r.kind in ("list", "set") and len(r.items) == 1:
+        return _equal(a, r.items[0], symbolic, simplified)
+    if a.kind == "list" and r.kind == "tuple":  # `1, 2` for the point `(1, 2)`: in order
+        return _ordered(a.items, r.items, symbolic, simplified)
+    if a.kind == "matrix" or r.kind == "matrix":
+        return _matrix_equal(a, r, symbolic, simplified)
+    if a.kind != r.kind:
+        return False
+    if a.kind == "scalar":
+        return scalar_equal(a.text, r.text, symbolic, simplified)
+    if a.kind == "tuple":
+        if len(a.items) == 2 and (a.open, a.close) != (r.open, r.close):
+            return False  # interval ends differ
+        return _ordered(a.items, r.items, symbolic, simplified)
+    if a.kind == "union":
+        return _unordered(a.items, r.items, symbolic, simplified)
+    if a.kind == "eq":
+        return _equation_equal(a, r, symbolic, simplified)
+    if a.kind == "rel":
+        if a.text != r.text:
+            return _relation_symbolic(a, r, symbolic)
+        return _ordered(a.items, r.items, symbolic, simplified) or _relation_symbolic(a, r, symbolic)
+    return False
+
+
+def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
+    """`x = 1, x = 2` -> `1, 2` (a solution list)."""
+    out = []
+    for item in items:
+        if item.kind == "eq" and is_symbol(item.items[0].text):
+            item = parse_structure(item.items[1].text)
+        out.append(item)
+    return tuple(out)
+
+
+def _ordered(a, r, symbolic, simplified) -> bool:
+    return len(a) == len(r) and all(_equal(x, y, symbolic, simplified) for x, y in zip(a, r))
+
+
+def _unordered(a, r, symbolic, simplified) -> bool:
+    a, r = _dedupe(a), _dedupe(r)
+    if len(a) != len(r):
+        return False
+    pending: NeedsSymbolic | None = None
+    remaining = list(r)
+    for x in a:
+        hit = None
+        for k, y in enumerate(remaining):
+            try:
+                if _equal(x, y, symbolic, simplified):
+                    hit = k
+                    break
+            except NeedsSymbolic as exc:
+                pending = exc
+        if hit is None:
+            if pending is not None:
+                raise pending
+            return False
+        remaining.pop(hit)
+    return True
+
+
+def _dedupe(items):
+    seen, out = set(), []
+    for item in items:
+        key = repr(item)
+        if key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _matrix_equal(a: Node, r: Node, symbolic, simplified) -> bool:
+    rows_a, rows_r = _matrix_rows(a), _matrix_rows(r)
+    if rows_a is None or rows_r is None:
+        return False
+    if len(rows_a) != len(rows_r):
+        # a column vector equals the same entries written as a row or a tuple
+        flat_a, flat_r = _flat_vector(rows_a), _flat_vector(rows_r)
+        if flat_a is None or flat_r is None:
+            return False
+        return _ordered(flat_a, flat_r, symbolic, simplified)
+    return all(_ordered(x, y, symbolic, simplified) for x, y in zip(rows_a, rows_r))
+
+
+def _matrix_rows(node: Node):
+    if node.kind == "matrix":
+        return [row.items for row in node.items]
+    if node.kind in ("tuple",) and len(node.items) > 0:
+        return [node.items]
+    return None
+
+
+def _flat_vector(rows):
+    if all(len(row) == 1 for row in rows):
+        return tuple(row[0] for row in rows)
+    if len(rows) == 1:
+        return tuple(rows[0])
+    return None
+
+
+def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
+    la, lr = a.items[0].text, r.items[0].text
+    if is_symbol(la) and is_symbol(lr) and _key(la) == _key(lr):
+        try:
+            if _equal(parse_structure(a.items[1].text), parse_structure(r.items[1].text), symbolic, simplified):
+                return True
+        except NeedsSymbolic:
+            if not symbolic:
+                raise
+    if not symbolic:
+        raise NeedsSymbolic("equation")
+    from rlvr.verifiers.math import symbolic as sym
+
+    return sym.equal(sym.parse(f"{a.items[0].text}={a.items[1].text}"),
+                     sym.parse(f"{r.items[0].text}={r.items[1].text}"))
+
+
+def _relation_symbolic(a: Node, r: Node, symbolic: bool) -> bool:
+    if not symbolic:
+        raise NeedsSymbolic("relation")
+    if len(a.items) != 2 or len(r.items) != 2:
+        return False
+    from rlvr.verifiers.math import symbolic as sym
+
+    ta = f"{a.items[0].text}{a.text}{a.items[1].text}"
+    tr = f"{r.items[0].text}{r.text}{r.items[1].text}"
+    return sym.equal(sym.parse(ta), sym.parse(tr))
+
+
+def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bool:
+    """Two scalar answers: exact rationals, text, bases, then (when allowed) sympy."""
+    if _key(a) == _key(r):
+        return True
+    if simplified and not numeric.is_plain_number(a) and numeric.is_plain_number(r):
+        return False
+    base = _base_equal(a, r)
+    if base is not None:
+        return base
+    va, vr = numeric.to_rational(a), numeric.to_rational(r)
+    if va is not None and vr is not None:
+        if va == vr:
+            return True
+        return _percent_dropped(a, r, va, vr)
+    text = _text_equal(a, r)
+    if text is not None:
+        return text
+    if not symbolic:
+        raise NeedsSymbolic(f"{a!r} vs {r!r}")
+    from rlvr.verifiers.math import symbolic as sym
+
+    pa, pr = sym.parse(a), sym.parse(r)
+    if sym.equal(pa, pr):
+        return True
+    if a.endswith("%") != r.endswith("%"):  # a dropped percent sign: compare the bare numbers
+        return sym.equal(sym.parse(a.rstrip("%")), sym.parse(r.rstrip("%")))
+    return False
+
+
+def _percent_dropped(a: str, r: str, va: Fraction, vr: Fraction) -> bool:
+    """`50%` answers `50` and `50` answers `50%`: the percent sign is only a unit."""
+    if a.endswith("%") == r.endswith("%"):
+        return False
+    return numeric.to_rational(a.rstrip("%")) == numeric.to_rational(r.rstrip("%"))
+
+
+def _base_equal(a: str, r: str) -> bool | None:
+    """Numbers with a base subscript: same base and same digits (leading zeros aside)."""
+    ma, mr = _BASE.match(a.replace(" ", "")), _BASE.match(r.replace(" ", ""))
+    if not ma and not mr:
+        return None
+    digits_a = (ma.group(1) if ma else a.replace(" ", "")).lstrip("0").upper()
+    digits_r = (mr.group(1) if mr else r.replace(" ", "")).lstrip("0").upper()
+    if ma and mr and int(ma.group(2)) != int(mr.group(2)):
+        return False
+    if (ma and not mr and not re.fullmatch(r"[0-9A-Za-z]+", r.replace(" ", ""))) or (
+            mr and not ma and not re.fullmatch(r"[0-9A-Za-z]+", a.replace(" ", ""))):
+        return None if not (ma and mr) else False
+    return digits_a == digits_r
+
+
+def _text_equal(a: str, r: str) -> bool | None:
+    """Short text answers (`Monday`, `\\text{no solution}`): case and spacing insensitive."""
+    if not (_is_words(a) and _is_words(r)):
+        if _is_words(r) and len(r) > 3 and re.fullmatch(r"[-\d.\s/]+", a):
+            return False  # a number for a word answer
+        return None
+    return text_key(a) == text_key(r)
+
+
+def _is_words(s: str) -> bool:
+    s = s.strip()
+    if not _WORDS.match(s):
+        return False
+    words = s.replace("-", " ").split()
+    if any(w.lower() in _FUNCTION_WORDS for w in words):
+        return False
+    return len(words) > 1 or len(s) > 3
+
+
+def answer_count(reference: str) -> int:
+    """How many values the reference lists (to tell a hedge from a list answer)."""
+    return structures.size(parse_structure(normalize(reference)))

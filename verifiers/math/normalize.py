@@ -1,0 +1,188 @@
+"""LaTeX normalisation: one canonical spelling for answers that differ only in typography.
+
+Two answers whose normal forms are equal are equal, so this is the cheapest stage of the
+grader; later stages parse the normal form. Everything here is a fixed sequence of linear
+string passes (no backtracking regex over unbounded repetition), so it is safe to run in
+the caller's process on any input that passed the length cap.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Spacing and sizing commands that carry no meaning.
+_DROP = (
+    "\\displaystyle", "\\textstyle", "\\scriptstyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl",
+    "\\Bigr", "\\biggl", "\\biggr", "\\Biggl", "\\Biggr", "\\big", "\\Big", "\\bigg", "\\Bigg", "\\middle",
+    "\\limits", "\\nolimits",
+)
+_SPACES = ("\\qquad", "\\quad", "\\!", "\\,", "\\;", "\\:", "\\>", "\\ ", "~", "\\hspace", "\\enspace")
+_RENAME = {
+    "\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cfrac": "\\frac",
+    "\\le ": "\\leq ", "\\ge ": "\\geq ", "\\leqslant": "\\leq", "\\geqslant": "\\geq",
+    "\\lbrace": "\\{", "\\rbrace": "\\}", "\\lbrack": "[", "\\rbrack": "]", "\\lvert": "|", "\\rvert": "|",
+    "\\vert": "|", "\\lt": "<", "\\gt": ">", "\\neq": "\\ne", "\\to": "\\rightarrow",
+    "\\bmatrix": "bmatrix", "\\tiny": "", "\\infin": "\\infty", "\\dots": "\\ldots", "\\cdots": "\\ldots",
+    "\u2212": "-", "\u00d7": "\\times", "\u00b7": "\\cdot", "\u2264": "\\leq", "\u2265": "\\geq",
+    "\u221e": "\\infty", "\u03c0": "\\pi", "\u221a": "\\sqrt", "\u00bd": "\\frac{1}{2}",
+}
+_DEGREES = ("^{\\circ}", "^\\circ", "^{\\degree}", "\\degree", "\u00b0", "{}^\\circ", "\\circ")
+# Font and wrapper commands whose argument is kept: \mathrm{cm} -> cm.
+_UNWRAP = ("\\mathrm", "\\textbf", "\\textit", "\\mathbf", "\\mathit", "\\boldsymbol", "\\bm", "\\mathsf",
+           "\\textrm", "\\operatorname", "\\mbox", "\\textnormal", "\\text", "\\emph", "\\mathbb")
+_UNIT_WORDS = frozenset("""
+cm m km mm meter meters metre metres centimeter centimeters kilometer kilometers inch inches in ft foot feet
+yard yards mile miles mi mph kg g gram grams kilogram kilograms pound pounds lb lbs ounce ounces oz
+second seconds sec s minute minutes min hour hours hr hrs h day days week weeks month months year years
+dollar dollars cent cents unit units square sq cubic degree degrees deg radian radians rad
+liter liters litre litres l ml gallon gallons cup cups percent point points people students
+""".split())
+
+_FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
+_FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
+_FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
+_SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
+_ROW = "\x00"
+_OVER = re.compile(r"\\over(?![a-zA-Z])")
+_SPACE_RUN = re.compile(r"\s+")
+_SPACE_AROUND = re.compile(r"\s*([^\w\\\s])\s*")
+_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\text\{|\\mbox\{|\\mathrm\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
+
+
+def strip_math_delimiters(s: str) -> str:
+    """Remove `$`, `\\(`, `\\[` and their closers around (and inside) an answer."""
+    for token in ("$$", "$", "\\(", "\\)", "\\[", "\\]"):
+        if token == "$" and "\\$" in s:
+            s = s.replace("\\$", "")
+        s = s.replace(token, " ") if token not in ("\\[", "\\]") else _strip_display(s, token)
+    return s.strip()
+
+
+def _strip_display(s: str, token: str) -> str:
+    # `\[` opens display math, but `\\[2pt]` is a row break with spacing: only drop a bare `\[`.
+    out, i = [], 0
+    while True:
+        j = s.find(token, i)
+        if j < 0:
+            out.append(s[i:])
+            return "".join(out)
+        if j > 0 and s[j - 1] == "\\":
+            out.append(s[i:j + 2])
+        else:
+            out.append(s[i:j] + " ")
+        i = j + 2
+
+
+def unwrap(s: str, command: str) -> str:
+    """Replace every `command{arg}` by `arg` (brace matched, nested arguments kept)."""
+    out, i = [], 0
+    while True:
+        j = s.find(command, i)
+        if j < 0:
+            out.append(s[i:])
+            return "".join(out)
+        k = j + len(command)
+        if k < len(s) and s[k].isalpha():  # a longer command name
+            out.append(s[i:k])
+            i = k
+            continue
+        while k < len(s) and s[k] == " ":
+            k += 1
+        if k < len(s) and s[k] == "{":
+            end = match_brace(s, k)
+            if end > 0:
+                out.append(s[i:j] + " " + s[k + 1:end] + " ")
+                i = end + 1
+                continue
+        out.append(s[i:k])
+        i = k
+
+
+def match_brace(s: str, open_at: int, open_ch: str = "{", close_ch: str = "}") -> int:
+    """Index of the bracket closing the one at `open_at` (escaped ones skipped), or -1."""
+    depth = 0
+    i, n = open_at, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == open_ch:
+            depth += 1
+        elif ch == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def normalize(s: str) -> str:
+    """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`)."""
+    s = strip_math_delimiters(s)
+    s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
+    for token in _DROP:
+        s = _drop_command(s, token)
+    s = s.replace("\\\\", _ROW)  # a row break, not the spacing command `\ `
+    for token in _SPACES:
+        s = s.replace(token, " ")
+    s = s.replace(_ROW, "\\\\")
+    for old, new in _RENAME.items():
+        s = s.replace(old, new)
+    s = _OVER.sub("/", s)
+    for token in _DEGREES:
+        s = s.replace(token, "")
+    s = _strip_units(s)
+    for command in _UNWRAP:
+        if command in s:
+            s = unwrap(s, command)
+    s = s.replace("\\$", "").replace("$", "")
+    s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
+    s = _FRAC_HALF.sub(r"\\frac\1{\2}", s)
+    s = _FRAC_FIRST.sub(r"\\frac{\1}\2", s)
+    s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
+    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s) if _looks_like_number(s) else s
+    s = _SPACE_RUN.sub(" ", s).strip()
+    s = s.rstrip(".").rstrip()
+    while s.endswith((",", ";", "\\\\")):
+        s = s[:-2].rstrip() if s.endswith("\\\\") else s[:-1].rstrip()
+    return _SPACE_AROUND.sub(r"\1", s)
+
+
+def _drop_command(s: str, token: str) -> str:
+    """Remove `token` where it is a whole command (`\\left` but not `\\leftarrow`)."""
+    if token not in s:
+        return s
+    parts = s.split(token)
+    out = [parts[0]]
+    for part in parts[1:]:
+        if part[:1].isalpha():
+            out.append(token + part)
+        else:
+            out.append(part)
+    return "".join(out)
+
+
+def _looks_like_number(s: str) -> bool:
+    """True when `s` is a single number with thousands separators (`1,234,567.5`), not a list."""
+    t = s.strip().lstrip("-+").replace(" ", "")
+    return bool(re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", t))
+
+
+def _strip_units(s: str) -> str:
+    """Drop a trailing unit after a number: `5 \\text{ cm}`, `12 dollars`, `3\\mbox{ m}^2`."""
+    m = _TRAILING_UNIT.match(s.strip())
+    if not m:
+        return s
+    words = m.group(2).lower().split()
+    if all(w in _UNIT_WORDS for w in words) and not re.search(r"[a-zA-Z]", m.group(1).replace("\\frac", "")):
+        return m.group(1)
+    return s
+
+
+def text_key(s: str) -> str:
+    """A case- and spacing-insensitive key for short text answers."""
+    s = normalize(s)
+    s = s.replace("{", "").replace("}", "").replace("\\", "")
+    return re.sub(r"[\s.]+", "", s).lower()

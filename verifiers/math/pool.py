@@ -1,0 +1,241 @@
+"""Worker processes that run symbolic checks under a hard wall-clock limit.
+
+sympy can hang on adversarial input, and SIGALRM only works in the main thread with
+whole seconds. Here each check runs in a worker process; the caller waits on the pipe
+with a deadline, and a worker that overruns is killed and replaced. This works from any
+thread (threads share the pool through a queue of idle workers) and with any limit.
+A worker announces itself ready once sympy is imported; time limits start when a task
+is sent, never during that start-up. A known-correct canary runs when a pool starts:
+a broken installation raises at once instead of silently zeroing every reward.
+
+Pools live at module level, keyed by size, so the verifier object
+holds only its settings and stays picklable. Workers are killed at interpreter exit,
+and exit by themselves when the caller's pipe closes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import Connection, wait
+
+WORKER_MODULE = "rlvr.verifiers.math.worker"
+STARTUP_TIMEOUT = 120.0  # importing sympy on a loaded machine
+
+# Pairs the worker must grade as stated, covering parsing, simplification and exactness.
+CANARY = (
+    ("\\frac{1}{2}", "0.5", True),
+    ("2\\sqrt{2}", "\\sqrt{8}", True),
+    ("(x+1)^2", "x^2+2x+1", True),
+    ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", False),
+)
+
+
+class CanaryError(RuntimeError):
+    """The worker pool graded a known pair wrongly: the installation is broken."""
+
+
+class _Worker:
+    """One `python -m rlvr.verifiers.math.worker` process and the pipes to it.
+
+    A plain subprocess rather than `multiprocessing.Process`: spawn and forkserver
+    re-import the caller's main script in the child, which breaks scripts without an
+    `if __name__ == "__main__"` guard, and fork is unsafe once threads exist.
+    """
+
+    def __init__(self):
+        task_r, task_w = os.pipe()
+        result_r, result_w = os.pipe()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", WORKER_MODULE, str(task_r), str(result_w)],
+                pass_fds=(task_r, result_w), stdin=subprocess.DEVNULL, env=env, close_fds=True,
+            )
+        finally:
+            os.close(task_r)
+            os.close(result_w)
+        self.conn_out = Connection(task_w, readable=False)
+        self.conn = Connection(result_r, writable=False)
+        self.ready = False
+
+    def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Block until the worker has imported sympy and said so."""
+        if self.ready:
+            return
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"math worker did not start within {timeout:.0f} s")
+        message = self.conn.recv()
+        if message != "ready":
+            raise RuntimeError(f"math worker sent {message!r} instead of 'ready'")
+        self.ready = True
+
+    def send(self, task) -> None:
+        self.conn_out.send(task)
+
+    def kill(self) -> None:
+        try:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for conn in (self.conn, self.conn_out):
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+class WorkerPool:
+    """`size` worker processes; `run(tasks, timeout)` returns one outcome per task, in order.
+
+    An outcome is `(status, value, cpu_seconds)`: status "ok" (value is the worker's
+    result), "timeout" (the worker was killed after `timeout` seconds) or "error" (the
+    worker died; value says how).
+    """
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"a worker pool needs at least one worker, got {size}")
+        self.size = size
+        self.cpu_seconds = 0.0  # worker CPU time spent on tasks (for benchmarks)
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._started = False
+        self.replaced = 0  # workers killed on timeout or found dead
+
+    def _ensure_started(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            for _ in range(self.size):
+                self._add_worker()
+            self._started = True
+        self._check_canary()
+
+    def _add_worker(self) -> _Worker:
+        worker = _Worker()
+        self._all.add(worker)
+        self._idle.put(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> _Worker:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+            self.replaced += 1
+            fresh = _Worker()
+            self._all.add(fresh)
+        return fresh
+
+    def _check_canary(self) -> None:
+        tasks = [("grade", a, r, False, False) for a, r, _ in CANARY]
+        outcomes = self.run(tasks, timeout=30.0)
+        for (a, r, expected), (status, value, _) in zip(CANARY, outcomes):
+            if status != "ok" or value != ("ok", expected):
+                self.close()
+                raise CanaryError(
+                    f"math verifier canary failed: {a!r} vs {r!r} gave {status} {value!r}, expected {expected}; "
+                    "check the sympy / latex2sympy2_extended installation"
+                )
+
+    def run(self, tasks: list, timeout: float) -> list[tuple[str, object, float]]:
+        self._ensure_started()
+        results: list = [None] * len(tasks)
+        pending = deque(range(len(tasks)))
+        mine: list[_Worker] = [self._idle.get()]  # wait for one worker, then take what is free
+        while len(mine) < min(len(tasks), self.size):
+            try:
+                mine.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        free = list(mine)
+        busy: dict = {}  # conn -> (worker, task index, deadline)
+        try:
+            while pending or busy:
+                while pending and free:
+                    worker = free.pop()
+                    index = pending.popleft()
+                    try:
+                        worker.wait_ready()
+                        worker.send(tasks[index])
+                    except (OSError, ValueError, EOFError, RuntimeError):
+                        worker = self._swap(mine, worker)
+                        results[index] = ("error", "worker pipe broken", 0.0)
+                        free.append(worker)
+                        continue
+                    busy[worker.conn] = (worker, index, time.monotonic() + timeout)
+                if not busy:
+                    continue
+                now = time.monotonic()
+                soonest = min(deadline for _, _, deadline in busy.values())
+                for conn in wait(list(busy), timeout=max(0.0, soonest - now)):
+                    worker, index, _ = busy.pop(conn)
+                    try:
+                        value, cpu = conn.recv()
+                        results[index] = ("ok", value, cpu)
+                        self.cpu_seconds += cpu
+                    except (EOFError, OSError):
+                        results[index] = ("error", "worker process died", 0.0)
+                        worker = self._swap(mine, worker)
+                    free.append(worker)
+                now = time.monotonic()
+                for conn, (worker, index, deadline) in list(busy.items()):
+                    if now >= deadline:
+                        busy.pop(conn)
+                        results[index] = ("timeout", None, timeout)
+                        free.append(self._swap(mine, worker))
+        finally:
+            for worker, _, _ in busy.values():  # interrupted mid-run: these are in an unknown state
+                self._swap(mine, worker)
+            for worker in mine:
+                self._idle.put(worker)
+        return results
+
+    def _swap(self, mine: list[_Worker], worker: _Worker) -> _Worker:
+        fresh = self._replace(worker)
+        mine[mine.index(worker)] = fresh
+        return fresh
+
+    def close(self) -> None:
+        with self._lock:
+            for worker in list(self._all):
+                worker.kill()
+            self._all.clear()
+            self._idle = queue.Queue()
+            self._started = False
+
+
+_POOLS: dict[tuple[int, int], WorkerPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def get_pool(size: int | None = None) -> WorkerPool:
+    """The shared pool of this size (created on first use, in any process)."""
+    size = size or default_size()
+    key = (size, os.getpid())  # a forked child must not share its parent's workers
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = WorkerPool(size)
+        return pool
+
+
+def default_size() -> int:
+    return max(1, min(8, (os.cpu_count() or 1)))
+
+
+@atexit.register
+def shutdown() -> None:
+    """Kill every worker of every pool (also called at interpreter exit)."""
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.close()
+        _POOLS.clear()

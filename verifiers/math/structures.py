@@ -1,0 +1,229 @@
+"""Reading the shape of an answer: scalar, tuple, set, interval, union, matrix, equation.
+
+Shapes are recognised on the normalised string by bracket matching, before any symbolic
+parsing, so that the comparison rules of each shape are explicit (a set is unordered, a
+tuple is not, an interval's ends matter) instead of depending on how a LaTeX parser
+guesses `(1, 2)`. The leaves are scalar strings compared by the grader.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_ITEMS = 64  # a longer list is compared as a single string
+
+_OPEN = "([{"
+_CLOSE = ")]}"
+_RELATIONS = ("\\leq", "\\geq", "\\ne", "<", ">", "=")
+_MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$", re.DOTALL)
+_MEMBER = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\s*\\in\b\s*")
+_SYMBOL = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[\w]+\}?)?(?:\([a-z]\))?$")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A parsed answer shape. `kind` is one of scalar, set, list, tuple, matrix, union, eq, rel."""
+
+    kind: str
+    text: str = ""  # scalar: the expression; rel: the relation operator
+    items: tuple[Node, ...] = ()  # elements; eq/rel: (lhs, rhs); matrix: rows as tuple nodes
+    open: str = ""  # tuple: bracket characters (for intervals)
+    close: str = ""
+
+
+def scalar(text: str) -> Node:
+    return Node("scalar", text.strip())
+
+
+def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
+    """Split `s` at separators outside any brackets (`(`, `[`, `{`, `\\{` ... of either kind).
+
+    Interval brackets need not match in type (`[1, 2)`), so depth counts any opener
+    against any closer.
+    """
+    parts, depth, start, i, n = [], 0, 0, 0, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == "\\":
+            if s.startswith("\\{", i) or s.startswith("\\langle", i):
+                depth += 1
+            elif s.startswith("\\}", i) or s.startswith("\\rangle", i):
+                depth -= 1
+            elif depth == 0:
+                sep = next((t for t in seps if s.startswith(t, i) and not _continues(s, i, t)), None)
+                if sep:
+                    parts.append(s[start:i])
+                    i += len(sep)
+                    start = i
+                    continue
+            i += 2 if not s.startswith("\\langle", i) else 7
+            continue
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        elif depth == 0:
+            sep = next((t for t in seps if s.startswith(t, i)), None)
+            if sep:
+                parts.append(s[start:i])
+                i += len(sep)
+                start = i
+                continue
+        i += 1
+    parts.append(s[start:])
+    return parts
+
+
+def _continues(s: str, i: int, token: str) -> bool:
+    """`\\cup` must not match the start of `\\cupcake`."""
+    end = i + len(token)
+    return token[-1].isalpha() and end < len(s) and s[end].isalpha()
+
+
+def _closing(s: str, at: int) -> int:
+    """Index of the bracket (any type) closing the one at `at`, or -1."""
+    depth, i, n = 0, at, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == "\\":
+            if s.startswith("\\{", i) or s.startswith("\\langle", i):
+                depth += 1
+            elif s.startswith("\\}", i) or s.startswith("\\rangle", i):
+                depth -= 1
+                if depth == 0:
+                    return i
+            i += 2 if not s.startswith("\\langle", i) else 7
+            continue
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def parse_structure(s: str, *, split_words: bool = False) -> Node:
+    """The shape of normalised answer `s`. With `split_words`, "or"/"and" also separate items."""
+    s = s.strip()
+    s = _MEMBER.sub("", s, count=1)
+    if not s:
+        return scalar(s)
+    union = [p for p in split_top(s, ("\\cup",)) if p.strip()]
+    if len(union) > 1:
+        return Node("union", items=tuple(parse_structure(p) for p in union))
+    seps = (",", ";")
+    if split_words:
+        s = re.sub(r"\\text\{\s*(or|and)\s*\}", r" \1 ", s)
+        seps = (",", ";", " or ", " and ", "\\lor", "\\vee", "\\text{or}", "\\text{and}")
+    parts = [p for p in split_top(s, seps) if p.strip()]
+    if 1 < len(parts) <= MAX_ITEMS:
+        return Node("list", items=tuple(parse_structure(p) for p in parts))
+    return _single(s)
+
+
+def _single(s: str) -> Node:
+    m = _MATRIX.match(s)
+    if m:
+        rows = [r for r in re.split(r"\\\\(?:\[[^\]]*\])?", m.group(2)) if r.strip() and not r.strip().startswith("\\hline")]
+        cells = tuple(Node("tuple", items=tuple(scalar(c) for c in r.split("&"))) for r in rows)
+        return Node("matrix", items=cells)
+    if s.startswith("\\{") and _closing(s, 0) == len(s) - 2 and s.endswith("\\}"):
+        inner = s[2:-2]
+        parts = [p for p in split_top(inner, (",", ";")) if p.strip()] if inner.strip() else []
+        return Node("set", items=tuple(parse_structure(p) for p in parts))
+    opener = "\\langle" if s.startswith("\\langle") else s[:1]
+    if opener in ("(", "[", "\\langle") and _closing(s, 0) == len(s) - (7 if s.endswith("\\rangle") else 1):
+        inner = s[len(opener):-(7 if s.endswith("\\rangle") else 1)]
+        parts = split_top(inner, (",", ";"))
+        if len(parts) >= 2 and all(p.strip() for p in parts):
+            close = "\\rangle" if s.endswith("\\rangle") else s[-1]
+            return Node("tuple", items=tuple(parse_structure(p) for p in parts),
+                        open="(" if opener == "\\langle" else opener, close=")" if close == "\\rangle" else close)
+        if opener == "(" and s.endswith(")"):
+            return _single(inner.strip())
+    relation = _relation(s)
+    if relation is not None:
+        return relation
+    pm = split_top(s, ("\\pm", "\\mp"))
+    if len(pm) == 2:
+        left, right = pm[0].strip(), pm[1].strip()
+        plus, minus = (f"{left}+{right}", f"{left}-({right})") if left else (right, f"-({right})")
+        return Node("set", items=(scalar(plus), scalar(minus)))
+    return scalar(s)
+
+
+def _relation(s: str) -> Node | None:
+    pieces: list[str] = []
+    ops: list[str] = []
+    rest = s
+    while True:
+        found = None
+        for op in _RELATIONS:
+            parts = split_top(rest, (op,))
+            if len(parts) > 1:
+                cand = len(parts[0])
+                if found is None or cand < found[0]:
+                    found = (cand, op)
+        if found is None:
+            break
+        cut, op = found
+        pieces.append(rest[:cut])
+        ops.append(op)
+        rest = rest[cut + len(op):]
+    if not ops:
+        return None
+    pieces.append(rest)
+    if any(not p.strip() for p in pieces):
+        return None
+    if ops == ["="]:
+        return Node("eq", items=(scalar(pieces[0]), scalar(pieces[1])))
+    interval = _as_interval(pieces, ops)
+    if interval is not None:
+        return interval
+    return Node("rel", text=" ".join(ops), items=tuple(scalar(p) for p in pieces))
+
+
+_FLIP = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}
+
+
+def _as_interval(pieces: list[str], ops: list[str]) -> Node | None:
+    """`x > 3` -> (3, \\infty); `-1 \\leq x < 2` -> [-1, 2); anything else: None."""
+    if any(op not in _FLIP for op in ops):
+        return None
+    pieces = [p.strip() for p in pieces]
+    if len(ops) == 1:
+        if is_symbol(pieces[0]) and not is_symbol(pieces[1]):
+            var, op, bound = pieces[0], ops[0], pieces[1]
+        elif is_symbol(pieces[1]) and not is_symbol(pieces[0]):
+            var, op, bound = pieces[1], _FLIP[ops[0]], pieces[0]
+        else:
+            return None
+        del var
+        closed = op in ("\\leq", "\\geq")
+        if op in ("<", "\\leq"):
+            return Node("tuple", items=(scalar("-\\infty"), scalar(bound)), open="(", close="]" if closed else ")")
+        return Node("tuple", items=(scalar(bound), scalar("\\infty")), open="[" if closed else "(", close=")")
+    if len(ops) == 2 and is_symbol(pieces[1]) and not is_symbol(pieces[0]) and not is_symbol(pieces[2]):
+        if ops[0] in ("<", "\\leq") and ops[1] in ("<", "\\leq"):
+            lo, hi, lo_op, hi_op = pieces[0], pieces[2], ops[0], ops[1]
+        elif ops[0] in (">", "\\geq") and ops[1] in (">", "\\geq"):
+            lo, hi, lo_op, hi_op = pieces[2], pieces[0], _FLIP[ops[1]], _FLIP[ops[0]]
+        else:
+            return None
+        return Node("tuple", items=(scalar(lo), scalar(hi)), open="[" if lo_op == "\\leq" else "(",
+                    close="]" if hi_op == "\\leq" else ")")
+    return None
+
+
+def is_symbol(s: str) -> bool:
+    """A single variable name: `x`, `y_1`, `\\theta`, `f(x)` (the left side of an assignment)."""
+    s = s.strip()
+    return bool(_SYMBOL.match(s)) and s not in ("\\pi", "\\infty", "e", "i")
+
+
+def size(node: Node) -> int:
+    """How many top-level values the answer states (1 for a scalar or equation)."""
+    return len(node.items) if node.kind in ("list", "set") else 1
