@@ -1,1 +1,41 @@
-"""Gymnasium environments for math and code tasks."""
+"""Gymnasium environments for math and code tasks.
+
+Importing this package registers every built-in env id (`rlvr/Arithmetic-v0`, ...) with
+gymnasium and with `rlvr list`. `score_groups` scores B prompts x G completions as one
+concurrent batch; `register_env` adds a task of your own.
+"""
+
+from rlvr.envs.base import TaskEnv
+from rlvr.envs.curriculum import Curriculum, CurriculumWrapper
+from rlvr.envs.multiturn import CodeFeedbackEnv, MathSelfCheckEnv, MultiTurnEnv
+from rlvr.envs.registration import make, register_env
+from rlvr.envs.rollout import score_groups
+from rlvr.envs.spaces import AnyText, Messages
+from rlvr.envs.tasks import Generator, ListTasks, RequireBoxed, Task, TaskSource
+from rlvr.registry import register_verifier
+
+__all__ = [
+    "AnyText", "CodeFeedbackEnv", "Curriculum", "CurriculumWrapper", "Generator", "ListTasks", "MathSelfCheckEnv",
+    "Messages", "MultiTurnEnv", "RequireBoxed", "Task", "TaskEnv", "TaskSource", "make", "register_env",
+    "score_groups",
+]
+
+BUILTINS = [
+    ("rlvr/Arithmetic-v0", "arithmetic", "integer arithmetic drills (digits, ops, terms)"),
+    ("rlvr/LinearEquation-v0", "linear_equation", "linear equations in x, solved by sympy (difficulty 1-10)"),
+    ("rlvr/LinearSystem-v0", "linear_system", "2x2 or 3x3 linear systems, solved by sympy (unknowns, difficulty)"),
+    ("rlvr/Fractions-v0", "fractions", "fraction arithmetic in lowest terms (ops, difficulty 1-10)"),
+    ("rlvr/Countdown-v0", "countdown", "reach a target with given numbers; safe expression check (difficulty 1-5)"),
+    ("rlvr/CodeGen-v0", "codegen", "templated Python function tasks with generated unit tests (difficulty 1-3)"),
+    ("rlvr/GSM8K-v0", "gsm8k", "GSM8K grade-school word problems (split train/test, path)"),
+    ("rlvr/MATH500-v0", "math500", "MATH-500 competition problems (difficulty = level 1-5, subject, path)"),
+    ("rlvr/HumanEval-v0", "humaneval", "HumanEval function completion, scored in the sandbox (path)"),
+    ("rlvr/MBPP-v0", "mbpp", "MBPP Python problems, scored in the sandbox (split test/train/validation/prompt/full)"),
+    ("rlvr/CodeFeedback-v0", "code_feedback", "multi-turn code: failing tests come back (tasks mbpp/humaneval/codegen, max_turns)"),
+    ("rlvr/MathSelfCheck-v0", "math_self_check", "math with an optional self-check turn (tasks arithmetic/gsm8k/math500/...)"),
+]
+
+register_verifier("countdown", "rlvr.envs.tasks_countdown:CountdownVerifier",
+                  "countdown: the boxed expression reaches the target with the given numbers (safe ast check)")
+for _env_id, _attr, _description in BUILTINS:
+    register_env(_env_id, entry_point=f"rlvr.envs.catalog:{_attr}", description=_description, replace=True)

@@ -1,0 +1,46 @@
+"""Entry points of the built-in envs (what `gymnasium.make("rlvr/...")` calls)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlvr.envs.base import env_factory
+from rlvr.envs.datasets import GSM8KTasks, HumanEvalTasks, MathTasks, MBPPTasks
+from rlvr.envs.multiturn import CodeFeedbackEnv, MathSelfCheckEnv
+from rlvr.envs.tasks import TaskSource
+from rlvr.envs.tasks_algebra import LinearEquationTasks
+from rlvr.envs.tasks_arithmetic import ArithmeticTasks
+from rlvr.envs.tasks_code import CodeTasks
+from rlvr.envs.tasks_countdown import CountdownTasks
+from rlvr.envs.tasks_fractions import FractionTasks
+
+CODE_SOURCES = {"mbpp": MBPPTasks, "humaneval": HumanEvalTasks, "codegen": CodeTasks}
+MATH_SOURCES = {"arithmetic": ArithmeticTasks, "gsm8k": GSM8KTasks, "math500": MathTasks,
+                "linear": LinearEquationTasks, "fractions": FractionTasks}
+
+
+def _linear_system(unknowns: int = 2, **kwargs: Any) -> LinearEquationTasks:
+    return LinearEquationTasks(unknowns=unknowns, **kwargs)
+
+
+def _pick(table: dict[str, type[TaskSource]]):
+    def source(tasks: str = next(iter(table)), **kwargs: Any) -> TaskSource:
+        if tasks not in table:
+            raise ValueError(f"tasks must be one of {', '.join(table)}; got {tasks!r}")
+        return table[tasks](**kwargs)
+
+    return source
+
+
+arithmetic = env_factory(ArithmeticTasks)
+linear_equation = env_factory(LinearEquationTasks)
+linear_system = env_factory(_linear_system)
+fractions = env_factory(FractionTasks)
+countdown = env_factory(CountdownTasks)
+codegen = env_factory(CodeTasks)
+gsm8k = env_factory(GSM8KTasks)
+math500 = env_factory(MathTasks)
+humaneval = env_factory(HumanEvalTasks)
+mbpp = env_factory(MBPPTasks)
+code_feedback = env_factory(_pick(CODE_SOURCES), CodeFeedbackEnv, ("max_turns",))
+math_self_check = env_factory(_pick(MATH_SOURCES), MathSelfCheckEnv, ("self_check",))
