@@ -18,7 +18,7 @@ COMMANDS = {
     "verify": ("rlvr.cli", "score one completion with a registered verifier"),
     "list": ("rlvr.cli", "list registered verifiers and environments"),
     "sandbox": ("rlvr.sandbox.cli", "build or check the Docker sandbox image"),
-    "eval": ("rlvr.envs.cli", "evaluate a model on an environment (pass@1, pass@k)"),
+    "eval": ("rlvr.evaluate", "evaluate a model on an environment (pass@1, pass@k)"),
     "train": ("rlvr.trainer.cli", "train a model with GRPO from a YAML config"),
     "plot": ("rlvr.trainer.plot", "write PNG curves for a training run"),
     "serve": ("rlvr.integrations.serve", "serve verifiers over HTTP"),
