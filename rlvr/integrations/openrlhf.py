@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.integrations.scoring import Item, get_verifier, score_items
+from rlvr.integrations.scoring import Item, ItemError, get_verifier, score_items
 from rlvr.verifiers.core import REASONS
 
 END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>", "<eos>")
@@ -70,7 +70,7 @@ def score_queries(queries: Sequence[str], prompts: Sequence[str] | None = None,
     prompts = [None] * n if prompts is None else list(prompts)
     labels = [None] * n if labels is None else list(labels)
     if len(prompts) != n or len(labels) != n:
-        raise ValueError(f"{n} queries but {len(prompts)} prompts and {len(labels)} labels")
+        raise ItemError(f"{n} queries but {len(prompts)} prompts and {len(labels)} labels")
     options = dict(options or {})
     items, names = [], []
     for query, prompt, label in zip(queries, prompts, labels):
