@@ -1,0 +1,63 @@
+"""A trivial env with the rlvr env contract, for CI-sized trainer tests with a tiny random model.
+
+The reward is the share of a completion's characters that are lowercase ASCII letters: a
+random model scores about half, with spread inside every group, and a policy raises it by
+shifting probability towards word-like tokens, which a 2-layer model learns in a few steps.
+`gymnasium.make("test_trainer_toy_env:Letters-v0")` imports this module and registers the id.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+from rlvr.verifiers.core import Score
+
+
+def letter_share(text: str) -> float:
+    return sum("a" <= ch <= "z" for ch in text) / len(text) if text else 0.0
+
+
+class Letters(gym.Env):
+    metadata: dict = {}
+    observation_space = gym.spaces.Text(max_length=10_000)
+    action_space = gym.spaces.Text(max_length=10_000)
+
+    def __init__(self, words: int = 3):
+        self.words = words
+        self._task = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        n = int(self.np_random.integers(1, 1000))
+        self._task = f"toy-{n}"
+        text = f"Write {self.words} words about the number {n}."
+        obs = [{"role": "user", "content": text}]
+        return obs, {"task_id": self._task, "family": "toy", "difficulty": 0, "prompt_text": text}
+
+    def _score(self, completion: str) -> tuple[float, dict]:
+        value = letter_share(completion)
+        score = Score(value, None if value == 1.0 else "wrong", components={"letters": value})
+        return value, {"score": score.to_dict(), "correct": value >= 0.9}
+
+    def step(self, action):
+        reward, info = self._score(action)
+        return [], reward, True, False, info
+
+    def score_group(self, completions):
+        return [self._score(c) for c in completions]
+
+
+if "Letters-v0" not in gym.registry:
+    gym.register("Letters-v0", entry_point=Letters)
+
+
+def test_toy_env_follows_the_env_contract():
+    env = gym.make("test_trainer_toy_env:Letters-v0", words=2)
+    obs, info = env.reset(seed=3)
+    assert obs[0]["role"] == "user" and "2 words" in obs[0]["content"]
+    assert {"task_id", "family", "difficulty", "prompt_text"} <= set(info)
+    assert env.reset(seed=3)[1]["task_id"] == info["task_id"]
+    _, reward, terminated, _, step_info = env.step("ab!!")
+    assert terminated and reward == pytest.approx(0.5) and step_info["correct"] is False
+    assert [r for r, _ in env.unwrapped.score_group(["abc", "A1"])] == [1.0, 0.0]

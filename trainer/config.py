@@ -1,0 +1,147 @@
+"""Run configuration: a dataclass read from YAML, with `--set key=value` overrides.
+
+Unknown keys are errors (a typo must not silently fall back to a default). Override values
+are parsed as YAML, so `--set lr=1e-6`, `--set env_kwargs.digits=2` and
+`--set curriculum=[]` all do what they look like.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr.trainer.loss import AGGREGATIONS, SCALES
+
+
+@dataclass
+class TrainConfig:
+    # what to train, on what
+    model: str = "smollm2"  # "smollm2", "tiny", a transformers folder or hub id
+    env: str = "rlvr/Arithmetic-v0"  # a gymnasium id ("module:Id-v0" imports the module first)
+    env_kwargs: dict = field(default_factory=dict)
+    # stages [{"until_step": 20, "env_kwargs": {...}}, ...]: kwargs merged over env_kwargs while step < until_step;
+    # a stage without until_step lasts to the end
+    curriculum: list = field(default_factory=list)
+    seed: int = 0
+    steps: int = 100
+    # rollouts
+    prompts_per_step: int = 4
+    group_size: int = 8
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    mask_truncated: bool = False  # truncated completions take no part in the loss
+    # objective (see loss.py)
+    advantage: str = "grpo"  # "grpo" or "rft" (Online RFT: advantage 1 if correct, else 0)
+    scale_rewards: str = "group"
+    std: str = "sample"
+    aggregation: str = "token-mean"
+    ratio_level: str = "token"  # "token" or "sequence" (GSPO)
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.28
+    beta: float = 0.0  # k3 KL weight; 0 = no reference model
+    skip_zero_variance: bool = True  # groups whose advantages are all 0 get no forward/backward
+    refill_rounds: int = 0  # rounds of fresh prompts drawn to replace skipped groups
+    # optimisation
+    mu: int = 1  # optimisation passes per batch
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    adam_betas: list = field(default_factory=lambda: [0.9, 0.99])
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio
+    max_grad_norm: float = 1.0
+    # machinery
+    chunk_tokens: int = 256  # rows of the output projection computed at once
+    autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"
+    threads: int = 0  # torch threads (0 = torch's default)
+    checkpoint_every: int = 0
+    eval_prompts: int = 0  # held-out prompts evaluated greedily before, during and after training
+    eval_every: int = 0
+    eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`
+    eval_env_kwargs: dict = field(default_factory=dict)  # merged over env_kwargs for evaluation
+    eval_max_new_tokens: int = 0  # 0 = max_new_tokens
+    progress: bool = True
+
+    def __post_init__(self):
+        checks = [
+            (self.advantage in ("grpo", "rft"), "advantage must be 'grpo' or 'rft'"),
+            (self.scale_rewards in SCALES, f"scale_rewards must be one of {SCALES}"),
+            (self.std in ("sample", "population"), "std must be 'sample' or 'population'"),
+            (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
+            (self.ratio_level in ("token", "sequence"), "ratio_level must be 'token' or 'sequence'"),
+            (self.autocast in ("auto", "bf16", "off"), "autocast must be 'auto', 'bf16' or 'off'"),
+            (self.group_size >= 2, "group_size must be at least 2"),
+            (self.prompts_per_step >= 1 and self.steps >= 0 and self.mu >= 1, "prompts_per_step, mu >= 1"),
+            (self.max_new_tokens >= 1, "max_new_tokens must be at least 1"),
+            (self.temperature > 0 and 0 < self.top_p <= 1, "temperature > 0 and 0 < top_p <= 1"),
+            (isinstance(self.curriculum, list), "curriculum must be a list of stages"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"config: {message}")
+        for stage in self.curriculum:
+            if not isinstance(stage, dict) or set(stage) - {"until_step", "env_kwargs"}:
+                raise ValueError("config: a curriculum stage is {until_step: int, env_kwargs: {...}}")
+
+    def env_kwargs_at(self, step: int) -> dict:
+        """Env kwargs of the curriculum stage that covers `step`."""
+        for stage in self.curriculum:
+            until = stage.get("until_step")
+            if until is None or step < until:
+                return {**self.env_kwargs, **stage.get("env_kwargs", {})}
+        return dict(self.env_kwargs)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    head, _, rest = key.partition(".")
+    if not rest:
+        data[head] = value
+        return
+    inner = data.setdefault(head, {})
+    if not isinstance(inner, dict):
+        raise ValueError(f"config: {head} is not a mapping, cannot set {key}")
+    _set_dotted(inner, rest, value)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
+    """A TrainConfig from a YAML file (or the defaults) with `key=value` overrides applied in order."""
+    data: dict = {}
+    if path is not None:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"config: {path} does not hold a mapping")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"config: --set expects key=value, got {item!r}")
+        _set_dotted(data, key.strip(), yaml.safe_load(raw))
+    return from_dict(data)
+
+
+def from_dict(data: dict) -> TrainConfig:
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"config: unknown key(s) {', '.join(unknown)}")
+    data = dict(data)
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in data and f.type in ("float", "int"):  # YAML reads 1e-6 as a string
+            value = data[f.name]
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ValueError(f"config: {f.name} must be a number, not {value!r}")
+            try:
+                data[f.name] = float(value) if f.type == "float" else int(value)
+            except ValueError:
+                raise ValueError(f"config: {f.name} must be a number, not {value!r}") from None
+    try:
+        return TrainConfig(**data)
+    except TypeError as exc:
+        raise ValueError(f"config: {exc}") from None

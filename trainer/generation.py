@@ -1,0 +1,145 @@
+"""Sampling completions with a KV cache: each prompt is encoded once for its whole group.
+
+The prompts of a batch are left-padded and run through the model once; the cache is then
+repeated G times, so G completions of a prompt share one prefill. Finished rows (EOS) are
+dropped from the batch, so long completions do not keep paying for short ones.
+
+Randomness is per prompt: each prompt has its own `torch.Generator` (seeded by the
+caller), and a token is drawn by inverting the cumulative distribution with one uniform
+number per row. A prompt's completions therefore do not depend on which other prompts
+share its batch, which is what makes a sharded (multi-process) run sample the same
+completions as a single process, and a resumed run the same as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.trainer.kvcache import cache_kwarg, returned_cache
+
+
+@dataclass
+class Sampled:
+    """Completions of one prompt: token ids (EOS included when emitted) and whether each hit the limit."""
+
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    truncated: list[bool]
+
+
+def encode_chats(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
+    """Token ids of each chat prompt with the chat template and the assistant turn opened."""
+    out = []
+    for messages in prompts:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Sample one token per row from softmax(logits / T), restricted to the top-p nucleus."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        probs, order = probs.sort(dim=-1, descending=True)
+        cum = probs.cumsum(-1)
+        probs = probs.masked_fill(cum - probs > top_p, 0.0)  # keep the smallest prefix reaching top_p
+    else:
+        order = None
+    cum = probs.cumsum(-1)
+    target = uniforms.unsqueeze(-1) * cum[:, -1:]
+    idx = torch.searchsorted(cum, target).clamp_(max=probs.shape[-1] - 1).squeeze(-1)
+    return idx if order is None else order.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+
+
+@torch.no_grad()
+def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int = 256,
+           temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+           generators: list[torch.Generator] | None = None, eos_token_ids=(), pad_token_id: int = 0,
+           ) -> list[Sampled]:
+    """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit."""
+    if n < 1 or max_new_tokens < 1:
+        raise ValueError("n and max_new_tokens must be at least 1")
+    if not greedy and (temperature <= 0 or not 0 < top_p <= 1):
+        raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
+    n_prompts = len(prompt_ids)
+    if generators is None:
+        generators = [torch.Generator().manual_seed(i) for i in range(n_prompts)]
+    device = next(model.parameters()).device
+    width = max(map(len, prompt_ids))
+    ids = torch.full((n_prompts, width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((n_prompts, width), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    cache = returned_cache(out)
+    cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1].repeat_interleave(n, dim=0)
+    mask = mask.repeat_interleave(n, dim=0)
+    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
+
+    rows = n_prompts * n
+    tokens: list[list[int]] = [[] for _ in range(rows)]
+    done = [False] * rows
+    active = torch.arange(rows)  # original row of each row still in the batch
+    eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
+    for step in range(max_new_tokens):
+        if greedy:
+            chosen = logits.argmax(-1)
+        else:
+            uniforms = torch.empty(rows, dtype=torch.float32)
+            for p in range(n_prompts):  # one draw per row from its prompt's generator, finished rows too
+                uniforms[p * n:(p + 1) * n] = torch.rand(n, generator=generators[p])
+            chosen = _pick(logits, uniforms[active].to(device), temperature, top_p)
+        finished = torch.isin(chosen, eos) if len(eos) else torch.zeros_like(chosen, dtype=torch.bool)
+        for row, tok in zip(active.tolist(), chosen.tolist()):
+            tokens[row].append(tok)
+        for row in active[finished.cpu()].tolist():
+            done[row] = True
+        if step == max_new_tokens - 1:
+            break
+        keep = (~finished).nonzero().squeeze(-1)
+        if len(keep) == 0:
+            break
+        if len(keep) < len(active):
+            cache.batch_select_indices(keep)
+            active, mask, next_pos, chosen = active[keep.cpu()], mask[keep], next_pos[keep], chosen[keep]
+        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+        out = model(input_ids=chosen.unsqueeze(-1), attention_mask=mask, position_ids=next_pos,
+                    use_cache=True, **cache_kwarg(model, cache))
+        logits = out.logits[:, -1]
+        next_pos = next_pos + 1
+    return [
+        Sampled(list(prompt_ids[p]), tokens[p * n:(p + 1) * n], [not d for d in done[p * n:(p + 1) * n]])
+        for p in range(n_prompts)
+    ]
+
+
+def eos_ids(tokenizer, model=None) -> list[int]:
+    """Every token id that ends a turn: the tokenizer's EOS and the model's generation EOS ids."""
+    ids = {tokenizer.eos_token_id}
+    if model is not None:
+        extra = getattr(model.generation_config, "eos_token_id", None)
+        ids.update(extra if isinstance(extra, (list, tuple)) else [extra])
+    return sorted(i for i in ids if i is not None)
+
+
+def generate(model, tokenizer, prompts: list[list[dict]], n: int = 1, max_new_tokens: int = 256,
+             temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed=None,
+             ) -> list[list[str]]:
+    """`n` completions (text, special tokens removed) for each chat prompt."""
+    base = 0 if seed is None else int(seed)
+    generators = [torch.Generator().manual_seed(base * 1_000_003 + i) for i in range(len(prompts))]
+    was_training = model.training
+    model.eval()
+    try:
+        results = sample(model, encode_chats(tokenizer, prompts), n=n, max_new_tokens=max_new_tokens,
+                         temperature=temperature, top_p=top_p, greedy=greedy, generators=generators,
+                         eos_token_ids=eos_ids(tokenizer, model), pad_token_id=tokenizer.pad_token_id)
+    finally:
+        model.train(was_training)
+    return [[tokenizer.decode(c, skip_special_tokens=True) for c in r.completion_ids] for r in results]

@@ -1,0 +1,325 @@
+"""The GRPO training loop.
+
+One step: draw P prompts from the env, sample G completions of each, score them through the
+env API, turn rewards into advantages, then run `mu` optimisation passes over the groups that
+carry signal (each pass: one forward/backward per group, gradients summed across processes,
+norm clipping, one AdamW step under a warmup + cosine schedule). Groups whose advantages are
+all zero (every completion got the same reward) are skipped before any forward pass; with
+`refill_rounds` > 0 fresh prompts replace them (DAPO's dynamic sampling).
+
+Everything random is a function of (seed, prompt index), so a run resumed from a checkpoint
+logs the same metrics as one that never stopped, and a sharded run trains on the same
+completions as a single process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from rlvr.trainer import checkpoint, distributed
+from rlvr.trainer.config import TrainConfig
+from rlvr.trainer.logprobs import group_logprobs
+from rlvr.trainer.loss import group_advantages, grpo_loss
+from rlvr.trainer.metrics import JsonlLog
+from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
+
+EPS = 1e-4
+
+
+def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
+    """Linear warmup over `warmup` steps, then cosine decay from 1 to `min_ratio` at `total`."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW, fused when the device has a fused kernel (less memory and time than the per-tensor loop)."""
+    kwargs = dict(lr=config.lr, betas=tuple(config.adam_betas), weight_decay=config.weight_decay)
+    try:
+        return torch.optim.AdamW(params, fused=True, **kwargs)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(params, foreach=False, **kwargs)
+
+
+class GRPOTrainer:
+    """Trains `config.model` (or a model passed in) on `config.env`, logging to `run_dir`."""
+
+    def __init__(self, config: TrainConfig, run_dir: str | Path, model=None, tokenizer=None,
+                 resume: bool = False):
+        self.config = config
+        self.rank, self.world = distributed.setup()
+        if config.prompts_per_step % self.world:
+            raise ValueError(f"prompts_per_step ({config.prompts_per_step}) must divide by {self.world} processes")
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.device = distributed.device()
+        if model is None:
+            from rlvr.trainer.models import load_model
+
+            model, tokenizer = load_model(config.model, seed=config.seed)
+        self.model, self.tokenizer = model.to(self.device).train(), tokenizer
+        self.ref_model = None
+        if config.beta != 0.0:  # a frozen copy of the starting weights; none at all when beta = 0
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(self.params, config)
+        total = config.steps * config.mu
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: lr_factor(s, config.warmup_steps * config.mu, total, config.min_lr_ratio))
+        self.use_bf16 = config.autocast == "bf16" or (
+            config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
+        self.run_dir = Path(run_dir)
+        self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
+        self.step, self.data_position = 0, 0
+        self.envs, self.env_kwargs = [], None
+        if self.rank == 0:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            state = checkpoint.load(self.run_dir, model=self.model, optimizer=self.optimizer,
+                                    scheduler=self.scheduler)
+            self.step, self.data_position = state["step"], state["data_position"]
+            if self.rank == 0:
+                self.metrics.truncate_after(self.step)
+                self.evals.truncate_after(self.step)
+        elif self.rank == 0:
+            if self.metrics.read():
+                raise ValueError(f"{self.run_dir} already holds a run: resume it or choose another run dir")
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def train(self) -> list[dict]:
+        """Run to `config.steps`; returns this run's metrics records."""
+        cfg = self.config
+        if cfg.eval_prompts and self.step == 0 and not self.evals.read():
+            self._evaluate()
+        bar = self._progress_bar()
+        records = []
+        try:
+            while self.step < cfg.steps:
+                record = self.train_step()
+                records.append(record)
+                if self.rank == 0:
+                    self.metrics.append(record)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
+                                    kl=f"{record['kl']:.4f}")
+                if cfg.eval_prompts and (self.step == cfg.steps or (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                    self._evaluate()
+                if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+                    self.save()
+        finally:
+            if bar is not None:
+                bar.close()
+            for env in self.envs:
+                env.close()
+        return records
+
+    def save(self) -> None:
+        if self.rank == 0:
+            checkpoint.save(self.run_dir, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+                            step=self.step, data_position=self.data_position, config=self.config.to_dict())
+        if distributed.active():
+            torch.distributed.barrier()
+
+    def train_step(self) -> dict:
+        cfg = self.config
+        t0 = time.perf_counter()
+        lr = self.scheduler.get_last_lr()[0]
+        groups, kept = self._collect()
+        t_gen = time.perf_counter() - t0
+        stats = self._optimise(kept)
+        self.step += 1
+        step_s = time.perf_counter() - t0
+        return self._record(groups, kept, stats, lr, step_s, t_gen, cfg)
+
+    # --- rollouts and advantages --------------------------------------------------------
+
+    def _set_envs(self, count: int) -> None:
+        kwargs = self.config.env_kwargs_at(self.step)
+        if kwargs != self.env_kwargs or len(self.envs) < count:
+            for env in self.envs:
+                env.close()
+            self.envs, self.env_kwargs = make_envs(self.config.env, kwargs, count), kwargs
+
+    def _collect(self) -> tuple[list[Group], list[tuple[Group, torch.Tensor]]]:
+        """Rolled-out groups of this rank, and those that carry signal with their advantages."""
+        cfg = self.config
+        shard = cfg.prompts_per_step // self.world
+        self._set_envs(shard)
+        groups, candidates = [], []
+        for round_ in range(1 + cfg.refill_rounds):
+            need = shard - len(candidates)
+            if need == 0:
+                break
+            base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
+            new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
+                          group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
+                          temperature=cfg.temperature, top_p=cfg.top_p)
+            groups += new
+            candidates += [g for g in new if not (cfg.skip_zero_variance and self._no_signal(g))]
+        self.data_position += cfg.prompts_per_step * (1 + cfg.refill_rounds)
+        advantages = self._advantages(candidates, groups)
+        return groups, list(zip(candidates, advantages))
+
+    def _no_signal(self, group: Group) -> bool:
+        if self.config.advantage == "rft":
+            return not any(group.correct)
+        return max(group.rewards) == min(group.rewards)
+
+    def _advantages(self, kept: list[Group], everything: list[Group]) -> list[torch.Tensor]:
+        cfg = self.config
+        if cfg.advantage == "rft":
+            return [torch.tensor([float(c) for c in g.correct]) for g in kept]
+        if not kept:
+            return []
+        rewards = torch.tensor([g.rewards for g in kept], dtype=torch.float32)
+        if cfg.scale_rewards != "batch":
+            adv = group_advantages(rewards, cfg.scale_rewards, cfg.std, EPS)
+        else:  # the std of every reward of the batch, across processes
+            flat = [r for g in everything for r in g.rewards]
+            n, s, sq = distributed.sum_values([len(flat), sum(flat), sum(r * r for r in flat)])
+            var = max(0.0, sq - s * s / n) / (n - 1 if cfg.std == "sample" else n)
+            adv = (rewards - rewards.mean(1, keepdim=True)) / (math.sqrt(var) + EPS)
+        for i, g in enumerate(kept):  # equal rewards give exactly zero, whatever the rounding of the mean
+            if max(g.rewards) == min(g.rewards):
+                adv[i] = 0.0
+        return list(adv)
+
+    # --- optimisation -------------------------------------------------------------------
+
+    def _tensors(self, group: Group):
+        cfg = self.config
+        width = max(len(c) for c in group.completion_ids)
+        ids = torch.full((len(group.completion_ids), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids, dtype=torch.float32)
+        for i, (c, cut) in enumerate(zip(group.completion_ids, group.truncated)):
+            ids[i, :len(c)] = torch.tensor(c)
+            if not (cfg.mask_truncated and cut):
+                mask[i, :len(c)] = 1.0
+        prompt = torch.tensor(group.prompt_ids, dtype=torch.long)
+        return prompt.to(self.device), ids.to(self.device), mask.to(self.device)
+
+    def _autocast(self):
+        if not self.use_bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _logprobs(self, model, prompt, ids, mask, with_entropy=False):
+        with self._autocast():
+            return group_logprobs(model, prompt, ids, mask, self.config.temperature, self.config.chunk_tokens,
+                                  with_entropy)
+
+    def _optimise(self, kept: list[tuple[Group, torch.Tensor]]) -> dict:
+        cfg = self.config
+        batch = [(self._tensors(g), adv.to(self.device)) for g, adv in kept]
+        batch = [(t, adv) for t, adv in batch if t[2].sum() > 0]
+        n_seqs, n_tokens = distributed.sum_values(
+            [sum(float((m.sum(-1) > 0).sum()) for (_, _, m), _ in batch), sum(float(m.sum()) for (_, _, m), _ in batch)])
+        totals = {"clipped": 0.0, "kl": 0.0, "tokens": 0.0, "entropy": 0.0, "entropy_tokens": 0.0,
+                  "grad_norm": 0.0, "updates": 0}
+        if n_seqs == 0:
+            for _ in range(cfg.mu):
+                self.scheduler.step()
+            return totals
+        old, ref = [None] * len(batch), [None] * len(batch)
+        with torch.no_grad():
+            for i, ((prompt, ids, mask), _) in enumerate(batch):
+                if cfg.mu > 1:
+                    old[i] = self._logprobs(self.model, prompt, ids, mask)[0]
+                if self.ref_model is not None:
+                    ref[i] = self._logprobs(self.ref_model, prompt, ids, mask)[0]
+        for pass_ in range(cfg.mu):
+            self.optimizer.zero_grad(set_to_none=True)
+            for i, ((prompt, ids, mask), adv) in enumerate(batch):
+                logp, entropy = self._logprobs(self.model, prompt, ids, mask, with_entropy=pass_ == 0)
+                loss, st = grpo_loss(
+                    logp, old[i] if old[i] is not None else logp.detach(), adv, mask,
+                    n_seqs=n_seqs, n_tokens=n_tokens, max_tokens=cfg.max_new_tokens, aggregation=cfg.aggregation,
+                    epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, ratio_level=cfg.ratio_level,
+                    ref_logp=ref[i], beta=cfg.beta)
+                loss.backward()
+                for key in ("clipped", "kl", "tokens"):
+                    totals[key] += st[key]
+                if entropy is not None:
+                    totals["entropy"] += float((entropy * mask).sum())
+                    totals["entropy_tokens"] += float(mask.sum())
+            distributed.sum_gradients(self.params)
+            max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
+            totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+            self.optimizer.step()
+            self.scheduler.step()
+            totals["updates"] += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        return totals
+
+    # --- logging ------------------------------------------------------------------------
+
+    def _record(self, groups, kept, stats, lr, step_s, gen_s, cfg) -> dict:
+        rows = [
+            (r, c, len(ids), cut, info.get("score", {}).get("components", {}) if isinstance(info, dict) else {})
+            for g in groups for r, c, ids, cut, info in zip(g.rewards, g.correct, g.completion_ids, g.truncated, g.infos)
+        ]
+        rows = distributed.gather_lists(rows)
+        sums = distributed.sum_values([
+            len(groups), len(kept), stats["clipped"], stats["kl"], stats["tokens"], stats["entropy"],
+            stats["entropy_tokens"], sum(len(c) for g in groups for c in g.completion_ids)])
+        n_groups, n_kept, clipped, kl, tokens, entropy, entropy_tokens, gen_tokens = sums
+        rewards = [r[0] for r in rows]
+        record = {
+            "step": self.step,
+            "lr": lr,
+            "reward_mean": statistics.fmean(rewards),
+            "reward_std": statistics.pstdev(rewards),
+            "accuracy": statistics.fmean(float(r[1]) for r in rows),
+        }
+        for name in sorted({k for r in rows for k in r[4]}):
+            values = [float(r[4].get(name, 0.0)) for r in rows]
+            record[f"reward/{name}_mean"] = statistics.fmean(values)
+            record[f"reward/{name}_std"] = statistics.pstdev(values)
+        record.update({
+            "completion_len": statistics.fmean(r[2] for r in rows),
+            "truncated_frac": statistics.fmean(float(r[3]) for r in rows),
+            "kl": kl / tokens if tokens else 0.0,
+            "clip_frac": clipped / tokens if tokens else 0.0,
+            "entropy": entropy / entropy_tokens if entropy_tokens else None,
+            "zero_var_frac": 1.0 - n_kept / n_groups if n_groups else 0.0,
+            "groups_trained": int(n_kept),
+            "grad_norm": stats["grad_norm"] / stats["updates"] if stats["updates"] else 0.0,
+            "env_kwargs": self.env_kwargs,
+            "step_s": step_s,
+            "gen_s": gen_s,
+            "tokens_per_s": gen_tokens / step_s if step_s else 0.0,
+        })
+        return record
+
+    def _evaluate(self) -> dict | None:
+        cfg = self.config
+        result = None
+        if self.rank == 0:
+            kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
+            result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
+                              max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens)
+            result = {"step": self.step, **result}
+            self.evals.append(result)
+        if distributed.active():
+            torch.distributed.barrier()
+        return result
+
+    def _progress_bar(self):
+        if not self.config.progress or self.rank != 0:
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=self.config.steps, initial=self.step, desc="grpo", dynamic_ncols=True)
