@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.integrations.trl import RewardFunc
+from rlvr.integrations.trl import EnvReward, RewardFunc, env_dataset
 from rlvr.verifiers import Composite, TagCount, ThinkFormat
 
 TRL_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "trl_grpo_step.py"
@@ -81,6 +81,40 @@ def test_reward_funcs_pickle_and_score_the_same_after():
     assert clone.__name__ == "tag_count"
 
 
+ARITHMETIC = {"digits": 1, "ops": "+-"}
+
+
+def arithmetic_answer(prompt):
+    """The reference answer, worked out from the prompt text ("Compute 2 + 4. Give ...")."""
+    expression = prompt[-1]["content"].split("Compute ", 1)[1].split(".", 1)[0]
+    assert set(expression) <= set("0123456789+- ()"), expression
+    return str(eval(expression))
+
+
+def test_env_dataset_and_env_reward_agree_with_the_arithmetic():
+    data = env_dataset("rlvr/Arithmetic-v0", 6, seed=10, **ARITHMETIC)
+    assert data.column_names == ["prompt", "rlvr_seed", "task_id", "family", "difficulty"]
+    prompts, seeds = list(data["prompt"]), list(data["rlvr_seed"])
+    assert seeds == list(range(10, 16))
+    assert prompts[0][-1]["role"] == "user"
+    answers = [arithmetic_answer(p) for p in prompts]
+    right = [f"The result is \\boxed{{{a}}}." for a in answers]
+    wrong = [f"\\boxed{{{int(a) + 1}}}" for a in answers]
+    reward = EnvReward("rlvr/Arithmetic-v0", **ARITHMETIC)
+    assert reward.__name__ == "Arithmetic-v0"
+    metrics = {}
+    assert reward(prompts=prompts, completions=right, rlvr_seed=seeds) == [1.0] * 6
+    out = reward(prompts=prompts * 2, completions=wrong + ["no answer"] * 6, rlvr_seed=seeds * 2,
+                 log_metric=metrics.__setitem__)
+    assert out == [0.0] * 12
+    assert metrics["Arithmetic-v0/reason/wrong"] == 0.5 and metrics["Arithmetic-v0/reason/no_answer"] == 0.5
+    # The same answers, scored by the math verifier against the worked-out references.
+    math_reward = RewardFunc("math", reference="answer")
+    assert math_reward(prompts=prompts, completions=right, answer=answers) == [1.0] * 6
+    clone = pickle.loads(pickle.dumps(reward))
+    assert clone(prompts=prompts[:1], completions=right[:1], rlvr_seed=seeds[:1]) == [1.0]
+
+
 def _load_bench():
     if not TRL_BENCH.exists():
         pytest.skip(f"{TRL_BENCH} is missing")
@@ -98,12 +132,14 @@ def test_a_real_grpo_trainer_step_uses_rlvr_rewards(tmp_path):
     bench = _load_bench()
     torch.manual_seed(0)
     model, tokenizer = bench.build_model_and_tokenizer("tiny", seed=0, tiny_hidden=64)
-    rows = bench.make_prompts(4, seed=0)
+    rows = env_dataset("rlvr/Arithmetic-v0", 4, **ARITHMETIC).to_list()
     for i, row in enumerate(rows):
+        row["answer"] = arithmetic_answer(row["prompt"])
         row["kind"] = "math" if i % 2 == 0 else "other"
     rewards = [
+        EnvReward("rlvr/Arithmetic-v0", **ARITHMETIC),
+        RewardFunc("math", reference="answer", when={"kind": "math"}),
         RewardFunc("think_format"),
-        RewardFunc("tag_count", when={"kind": "math"}),
         RewardFunc("overlong", max_length=60, buffer=55),  # varies with length: non-zero advantages
     ]
     config = trl.GRPOConfig(
@@ -120,7 +156,8 @@ def test_a_real_grpo_trainer_step_uses_rlvr_rewards(tmp_path):
     # A randomly initialised model writes no think tags: every completion fails the format check.
     assert log["rewards/think_format/mean"] == 0.0
     assert log["think_format/reason/format"] == 1.0
-    assert log["rewards/tag_count/mean"] == 0.0  # the mean over the 'math' rows only (None elsewhere)
+    assert log["rewards/Arithmetic-v0/mean"] == 0.0 and log["rewards/math/mean"] == 0.0
+    assert log["Arithmetic-v0/reason/no_answer"] + log.get("Arithmetic-v0/reason/wrong", 0.0) == 1.0
     assert log["rewards/overlong/mean"] < 0 and log["overlong/reason/overlong"] > 0
     assert math.isfinite(log["loss"])
     assert trainer.state.global_step == 1

@@ -122,6 +122,24 @@ def test_scores_come_back_in_order_with_breakdowns_and_reasons(server):
     assert all(set(r) >= {"score", "reason", "components", "reasons", "info"} for r in results)
 
 
+def test_env_items_are_scored_at_their_reset_seed(server):
+    from rlvr.integrations.trl import env_dataset
+
+    kwargs = {"digits": 1, "ops": "+"}
+    data = env_dataset("rlvr/Arithmetic-v0", 3, seed=5, **kwargs)
+    answers = [str(eval(p[-1]["content"].split("Compute ", 1)[1].split(".", 1)[0])) for p in data["prompt"]]
+    items = [{"seed": s, "completion": f"\\boxed{{{a}}}"} for s, a in zip(data["rlvr_seed"], answers)]
+    items += [{"seed": 5, "completion": f"\\boxed{{{int(answers[0]) + 1}}}"}, {"seed": 6, "completion": "none"}]
+    response = server.post("/score", json={"env": "rlvr/Arithmetic-v0", "options": kwargs, "items": items},
+                           headers=AUTH)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["score"] for r in results] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert [r["correct"] for r in results] == [True, True, True, False, False]
+    assert [r["reason"] for r in results[3:]] == ["wrong", "no_answer"]
+    assert [r["task_id"] for r in results[:3]] == list(data["task_id"])
+
+
 MALFORMED = {
     "bad json": (b'{"items": [', {}),
     "not an object": (b'[1, 2]', {}),
