@@ -76,9 +76,9 @@ def _from_boxes(region: str, boxes) -> Extraction:
         return Extraction(None, NO_ANSWER, "boxed", why="the last box is never closed (truncated output)")
     kept = [boxes[0]]
     for box in boxes[1:]:
-        between = region[kept[-1].start:box.start]
-        between = between[between.find("}") + 1:] if "}" in between else between
-        if normalize(box.content) == normalize(kept[-1].content) or _RETRACTION.search(between):
+        previous_end = region.find(kept[-1].content, kept[-1].start) + len(kept[-1].content)
+        between = region[previous_end:box.start]
+        if _same(box.content, kept[-1].content) or _RETRACTION.search(between):
             kept[-1] = box  # a repeat, or a self-correction: the later box stands
         else:
             kept.append(box)
@@ -90,6 +90,18 @@ def _from_boxes(region: str, boxes) -> Extraction:
             return Extraction(", ".join(contents), HEDGE, "boxed", tuple(contents),
                               why=f"{len(contents)} different boxed answers")
     return _checked(contents[-1], "boxed")
+
+
+def _same(a: str, b: str) -> bool:
+    """The same answer written twice (`2` and `2.0`), as far as the cheap stages can tell."""
+    if normalize(a) == normalize(b):
+        return True
+    from rlvr.verifiers.math.grader import grade
+
+    try:
+        return grade(a, b) is True
+    except Exception:  # noqa: BLE001 - a malformed box is simply a different answer
+        return False
 
 
 def _answer_tag(region: str) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math import numeric, structures
+from rlvr.verifiers.math import evaluate, numeric, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.structures import Node, is_symbol, parse_structure
 
@@ -191,6 +191,9 @@ def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
         except NeedsSymbolic:
             if not symbolic:
                 raise
+    fast = evaluate.proportional((la, a.items[1].text), (lr, r.items[1].text))
+    if fast is not None:
+        return fast
     if not symbolic:
         raise NeedsSymbolic("equation")
     from rlvr.verifiers.math import symbolic as sym
@@ -228,6 +231,9 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     text = _text_equal(a, r)
     if text is not None:
         return text
+    fast = evaluate.equal(a, r)
+    if fast is not None:
+        return fast
     if not symbolic:
         raise NeedsSymbolic(f"{a!r} vs {r!r}")
     from rlvr.verifiers.math import symbolic as sym
@@ -272,15 +278,16 @@ def _text_equal(a: str, r: str) -> bool | None:
 
 
 def _is_words(s: str) -> bool:
+    """Looks like words rather than a product of variables: `yes`, `Monday`, `no solution`."""
     s = s.strip()
     if not _WORDS.match(s):
         return False
     words = s.replace("-", " ").split()
     if any(w.lower() in _FUNCTION_WORDS for w in words):
         return False
-    return len(words) > 1 or len(s) > 3
+    return len(words) > 1 or len(s) > 3 or (len(s) == 3 and any(c in "aeiouAEIOU" for c in s))
 
 
 def answer_count(reference: str) -> int:
     """How many values the reference lists (to tell a hedge from a list answer)."""
-    return structures.size(parse_structure(normalize(reference)))
+    return structures.size(parse_structure(normalize(reference), split_words=True))

@@ -38,6 +38,7 @@ dollar dollars cent cents unit units square sq cubic degree degrees deg radian r
 liter liters litre litres l ml gallon gallons cup cups percent point points people students
 """.split())
 
+_NOT_UNITS = frozenset({"sin", "cos", "tan", "log", "exp", "and", "or"})
 _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
@@ -122,6 +123,7 @@ def normalize(s: str) -> str:
     """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`)."""
     s = strip_math_delimiters(s)
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
+    s = s.replace("\\left.", " ").replace("\\right.", " ")  # invisible delimiters
     for token in _DROP:
         s = _drop_command(s, token)
     s = s.replace("\\\\", _ROW)  # a row break, not the spacing command `\ `
@@ -176,8 +178,13 @@ def _strip_units(s: str) -> str:
     if not m:
         return s
     words = m.group(2).lower().split()
-    if all(w in _UNIT_WORDS for w in words) and not re.search(r"[a-zA-Z]", m.group(1).replace("\\frac", "")):
+    number = m.group(1).replace("\\frac", "")
+    if re.search(r"[a-zA-Z]", number):
+        return s
+    if all(w in _UNIT_WORDS for w in words):
         return m.group(1)
+    if re.fullmatch(r"[-+]?[\d.,]+", number.strip()) and all(len(w) > 2 and w not in _NOT_UNITS for w in words):
+        return m.group(1)  # `15 apples`: a count of things
     return s
 
 

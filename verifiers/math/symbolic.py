@@ -24,7 +24,7 @@ MAX_DEPTH = 40
 MAX_POW_BITS = 20_000  # |exponent| * log2|base| allowed for an integer power
 MAX_FACTORIAL = 2000
 PRECISION = 60  # digits for comparing constants
-REL_TOL_CONST = 1e-40
+REL_TOL_CONST = sympy.Float("1e-100", 120)  # evalf noise on a true zero
 REL_TOL_POINTS = 1e-9
 
 _L2S_NORM = NormalizationConfig(basic_latex=True, units=True, malformed_operators=True, nits=True,
@@ -145,16 +145,18 @@ def expr_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
 
 
 def _constants_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Exact constants: equal when they agree to 40 significant digits (an identity, not rounding)."""
+    """Exact constants. sympy's evalf targets the relative precision of the *difference*, so a
+    real difference, however tiny (`\\sqrt{2} + 10^{-50}`), comes out nonzero, while an identity
+    that sympy does not simplify by itself comes out as 0 (or as noise far below its scale)."""
     va, vb = sympy.N(a, PRECISION), sympy.N(b, PRECISION)
     if not (va.is_number and vb.is_number):
         return sympy.simplify(a - b) == 0
-    scale = max(abs(va), abs(vb))
-    if scale == 0:
-        return True
     diff = sympy.N(a - b, PRECISION)
+    if diff == 0:
+        return True
     if not diff.is_number:
         return False
+    scale = max(abs(va), abs(vb))
     return bool(abs(diff) <= REL_TOL_CONST * scale)
 
 

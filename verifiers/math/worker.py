@@ -14,6 +14,8 @@ from rlvr.verifiers.math import grader, symbolic
 from rlvr.verifiers.math.normalize import normalize
 from rlvr.verifiers.math.structures import Node, parse_structure
 
+_WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=0"), ("x^{y}+\\ln x", "x^y"))
+
 
 def handle(task: tuple) -> tuple[str, object]:
     """`("grade", answer, reference, split_words, simplified)` -> ("ok", bool) or (reason, detail).
@@ -63,6 +65,8 @@ def _leaves(node: Node):
 
 def serve(tasks: Connection, results: Connection) -> None:
     """Answer tasks until the caller closes the pipe: send back (result, cpu seconds)."""
+    for answer, reference in _WARM_UP:  # sympy imports and caches lazily: pay that before "ready"
+        handle(("grade", answer, reference, False, False))
     results.send("ready")
     while True:
         try:

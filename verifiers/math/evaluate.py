@@ -1,0 +1,374 @@
+"""Fast, bounded evaluation of arithmetic LaTeX: the symbolic stage for common answers.
+
+Most answers that are not plain numbers are still simple: `2\\sqrt{3}`, `\\frac{5\\pi}{6}`,
+`(x+1)(x+2)`, `3-4i`. A small recursive-descent parser evaluates them here, in the
+caller's process, keeping values exact (`Fraction`) as long as possible and otherwise
+at 60 significant digits with mpmath; variables are replaced by random rationals, so
+polynomials and rational functions compare exactly at those points. Whatever it does
+not know (subscripts, `\\log`, sets, unknown commands), or any step that could grow
+without bound (huge powers, factorials, deep nesting), makes it give up and return None,
+leaving the case to sympy in a worker process under the time limit.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from fractions import Fraction
+
+import mpmath
+
+DIGITS = 60
+REL_TOL = mpmath.mpf(10) ** -45  # agreement needed between two irrational values
+MAX_DEPTH = 60
+MAX_POWER_BITS = 4000
+MAX_FACTORIAL = 300
+MAX_INEXACT_BITS = 120
+POINTS = 6
+
+_ctx = mpmath.MPContext()  # our own precision, untouched by other users of mpmath
+_ctx.dps = DIGITS
+
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\.|[a-zA-Z]|\S)")
+_FUNCS = {"\\sin": _ctx.sin, "\\cos": _ctx.cos, "\\tan": _ctx.tan, "\\ln": _ctx.ln, "\\exp": _ctx.exp,
+          "\\sec": _ctx.sec, "\\csc": _ctx.csc, "\\cot": _ctx.cot, "\\arcsin": _ctx.asin,
+          "\\arccos": _ctx.acos, "\\arctan": _ctx.atan}
+_TIMES = ("*", "\\cdot", "\\times")
+_DIVIDE = ("/", "\\div")
+
+
+class GiveUp(Exception):
+    """The expression is outside what this evaluator handles safely."""
+
+
+def equal(a: str, b: str) -> bool | None:
+    """Whether normalised expressions `a` and `b` have the same value; None if undecided."""
+    try:
+        ta, tb = _tokens(a), _tokens(b)
+        names = sorted(_variables(ta) | _variables(tb))
+        if not names:
+            return _same(_Parser(ta, {}).run(), _Parser(tb, {}).run())
+        rng = random.Random(1234)
+        checked = 0
+        for _ in range(POINTS * 2):
+            env = {n: Fraction(rng.randint(7, 997), rng.randint(5, 331)) for n in names}
+            try:
+                va, vb = _Parser(ta, env).run(), _Parser(tb, env).run()
+            except ZeroDivisionError:
+                continue
+            if not _same(va, vb):
+                return False
+            checked += 1
+            if checked >= POINTS:
+                return True
+        return None
+    except (GiveUp, ZeroDivisionError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+def proportional(a: tuple[str, str], b: tuple[str, str]) -> bool | None:
+    """Whether equations `a` and `b` (lhs, rhs) are the same: `lhs - rhs` of one is a nonzero
+    constant multiple of the other's at random points. None if undecided."""
+    try:
+        ta = [_tokens(a[0]), _tokens(a[1])]
+        tb = [_tokens(b[0]), _tokens(b[1])]
+        names = sorted(set().union(*(_variables(t) for t in ta + tb)))
+        if not names:
+            return None
+        rng = random.Random(4321)
+        ratio = None
+        checked = 0
+        for _ in range(POINTS * 2):
+            env = {n: Fraction(rng.randint(7, 997), rng.randint(5, 331)) for n in names}
+            try:
+                da = _add(_Parser(ta[0], env).run(), _neg(_Parser(ta[1], env).run()))
+                db = _add(_Parser(tb[0], env).run(), _neg(_Parser(tb[1], env).run()))
+            except ZeroDivisionError:
+                continue
+            if db == 0 or da == 0:
+                if not (db == 0 and da == 0):
+                    return False
+                continue
+            r = _div(da, db)
+            if ratio is None:
+                ratio = r
+            elif not _same(ratio, r):
+                return False
+            checked += 1
+            if checked >= POINTS:
+                return True
+        return None
+    except (GiveUp, ZeroDivisionError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+def _same(x, y) -> bool:
+    if isinstance(x, Fraction) and isinstance(y, Fraction):
+        return x == y
+    x, y = _ctx.mpmathify(_mp(x)), _ctx.mpmathify(_mp(y))
+    scale = max(abs(x), abs(y))
+    if scale == 0:
+        return True
+    if not (_ctx.isfinite(x) and _ctx.isfinite(y)):
+        raise GiveUp("non-finite value")
+    return abs(x - y) <= REL_TOL * scale
+
+
+def _tokens(s: str) -> list[str]:
+    s = s.strip()
+    tokens = _TOKEN.findall(s)
+    if "".join(tokens) != re.sub(r"\s+", "", s):
+        raise GiveUp("untokenisable")
+    return tokens
+
+
+def _variables(tokens: list[str]) -> set[str]:
+    names = {t for t in tokens if len(t) == 1 and t.isalpha() and t not in ("e", "i")}
+    if any(t == "_" for t in tokens):
+        raise GiveUp("subscript")
+    return names
+
+
+def _mp(v):
+    """A Fraction as a 60-digit float. A fraction finer than ~36 digits could hide a difference
+    below the comparison tolerance (`\\sqrt{2} + 10^{-50}`), so those go to sympy instead."""
+    if isinstance(v, Fraction):
+        if max(v.numerator.bit_length(), v.denominator.bit_length()) > MAX_INEXACT_BITS:
+            raise GiveUp("rational too fine for 60-digit comparison")
+        return _ctx.mpf(v.numerator) / v.denominator
+    return v
+
+
+class _Parser:
+    def __init__(self, tokens: list[str], env: dict[str, Fraction]):
+        self.tokens = tokens
+        self.pos = 0
+        self.env = env
+        self.depth = 0
+
+    def run(self):
+        value = self.expr()
+        if self.pos != len(self.tokens):
+            raise GiveUp(f"unexpected {self.tokens[self.pos]!r}")
+        return value
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.peek()
+        if token is None or (expected is not None and token != expected):
+            raise GiveUp(f"expected {expected!r}")
+        self.pos += 1
+        return token
+
+    def expr(self):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise GiveUp("too deep")
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            rhs = self.term()
+            value = _add(value, rhs) if op == "+" else _add(value, _neg(rhs))
+        self.depth -= 1
+        return value
+
+    def term(self):
+        value = self.unary()
+        while True:
+            token = self.peek()
+            if token in _TIMES:
+                self.take()
+                value = _mul(value, self.unary())
+            elif token in _DIVIDE:
+                self.take()
+                value = _div(value, self.unary())
+            elif token is not None and _starts_primary(token):
+                value = _mul(value, self.power())
+            else:
+                return value
+
+    def unary(self):
+        if self.peek() == "-":
+            self.take()
+            return _neg(self.unary())
+        if self.peek() == "+":
+            self.take()
+            return self.unary()
+        return self.power()
+
+    def power(self):
+        base = self.postfix()
+        if self.peek() == "^":
+            self.take()
+            exponent = self.exponent()
+            return _pow(base, exponent)
+        return base
+
+    def exponent(self):
+        token = self.peek()
+        if token == "{":
+            return self.group("{", "}")
+        if token is not None and token.isdigit():  # `2^10` is read as people mean it: 1024
+            self.take()
+            return Fraction(int(token))
+        if token == "-":
+            self.take()
+            return _neg(self.exponent())
+        return self.postfix()
+
+    def postfix(self):
+        value = self.primary()
+        while self.peek() in ("!", "%"):
+            if self.take() == "%":
+                value = _div(value, Fraction(100))
+            else:
+                value = _factorial(value)
+        return value
+
+    def group(self, open_: str, close: str):
+        self.take(open_)
+        value = self.expr()
+        self.take(close)
+        return value
+
+    def primary(self):
+        token = self.peek()
+        if token is None:
+            raise GiveUp("unexpected end")
+        if token[0].isdigit() or token[0] == ".":
+            self.take()
+            return Fraction(token)
+        if token == "(":
+            return self.group("(", ")")
+        if token == "{":
+            return self.group("{", "}")
+        if token == "[":
+            return self.group("[", "]")
+        if len(token) == 1 and token.isalpha():
+            self.take()
+            if token == "e":
+                return _ctx.e
+            if token == "i":
+                return _ctx.mpc(0, 1)
+            return self.env[token]
+        if token == "\\pi":
+            self.take()
+            return _ctx.pi
+        if token == "\\frac":
+            self.take()
+            num = self.group("{", "}")
+            den = self.group("{", "}")
+            return _div(num, den)
+        if token == "\\sqrt":
+            self.take()
+            index = None
+            if self.peek() == "[":
+                index = self.group("[", "]")
+            radicand = self.group("{", "}")
+            return _root(radicand, index if index is not None else Fraction(2))
+        if token in _FUNCS:
+            self.take()
+            if self.peek() == "^":  # \sin^2 x: too ambiguous to guess here
+                raise GiveUp("function power")
+            arg = self.group("(", ")") if self.peek() == "(" else self.group("{", "}")
+            return _FUNCS[token](_mp(arg))
+        raise GiveUp(f"unknown token {token!r}")
+
+
+def _starts_primary(token: str) -> bool:
+    return (token[0].isdigit() or token in ("(", "{", "\\pi", "\\frac", "\\sqrt") or token in _FUNCS
+            or (len(token) == 1 and token.isalpha()))
+
+
+def _add(x, y):
+    if isinstance(x, Fraction) and isinstance(y, Fraction):
+        return x + y
+    return _mp(x) + _mp(y)
+
+
+def _neg(x):
+    return -x
+
+
+def _mul(x, y):
+    if isinstance(x, Fraction) and isinstance(y, Fraction):
+        return x * y
+    return _mp(x) * _mp(y)
+
+
+def _div(x, y):
+    if isinstance(y, Fraction):
+        if y == 0:
+            raise ZeroDivisionError
+        return x / y if isinstance(x, Fraction) else _mp(x) / _mp(y)
+    if y == 0:
+        raise ZeroDivisionError
+    return _mp(x) / y
+
+
+def _pow(base, exponent):
+    if isinstance(exponent, Fraction) and exponent.denominator == 1 and isinstance(base, Fraction):
+        e = exponent.numerator
+        bits = max(base.numerator.bit_length(), base.denominator.bit_length())
+        if abs(e) * bits > MAX_POWER_BITS:
+            raise GiveUp("power too large")
+        if base == 0 and e < 0:
+            raise ZeroDivisionError
+        return base ** e
+    b, e = _ctx.mpmathify(_mp(base)), _ctx.mpmathify(_mp(exponent))
+    if abs(e) * max(1, abs(_ctx.log(abs(b), 2)) if b != 0 else 1) > MAX_POWER_BITS:
+        raise GiveUp("power too large")
+    if isinstance(exponent, Fraction) and isinstance(base, Fraction) and base > 0:
+        root = _exact_root(base, exponent.denominator)
+        if root is not None:
+            return _pow(root, Fraction(exponent.numerator))
+    return _ctx.power(b, e)
+
+
+def _root(value, index):
+    if not (isinstance(index, Fraction) and index.denominator == 1 and 2 <= index.numerator <= 64):
+        raise GiveUp("unusual root")
+    n = index.numerator
+    if isinstance(value, Fraction):
+        if value >= 0:
+            exact = _exact_root(value, n)
+            if exact is not None:
+                return exact
+        elif n % 2 == 1:
+            exact = _exact_root(-value, n)
+            if exact is not None:
+                return -exact
+    v = _ctx.mpmathify(_mp(value))
+    if n == 2:
+        return _ctx.sqrt(v)
+    if isinstance(value, Fraction) and value < 0 and n % 2 == 1:
+        return -_ctx.root(-v, n)  # the real cube root, as written by people
+    return _ctx.root(v, n)
+
+
+def _exact_root(value: Fraction, n: int) -> Fraction | None:
+    num, den = _int_root(value.numerator, n), _int_root(value.denominator, n)
+    return Fraction(num, den) if num is not None and den is not None else None
+
+
+def _int_root(k: int, n: int) -> int | None:
+    if k < 0 or k.bit_length() > MAX_POWER_BITS:
+        return None
+    r = round(k ** (1.0 / n)) if k.bit_length() < 1000 else None
+    if r is None:
+        return None
+    for c in (r - 1, r, r + 1):
+        if c >= 0 and c ** n == k:
+            return c
+    return None
+
+
+def _factorial(x):
+    if not (isinstance(x, Fraction) and x.denominator == 1 and 0 <= x.numerator <= MAX_FACTORIAL):
+        raise GiveUp("factorial out of range")
+    result = 1
+    for k in range(2, x.numerator + 1):
+        result *= k
+    return Fraction(result)
