@@ -257,6 +257,18 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_cleanly():
         stop(proc)
 
 
+def test_the_listening_socket_is_tcp_so_responses_are_not_delayed():
+    from rlvr.integrations.serve import _bind
+
+    # asyncio turns on TCP_NODELAY for accepted sockets only when the listener's proto is TCP;
+    # without it each keep-alive response waited ~40 ms for a delayed ACK.
+    sock = _bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
+
+
 def run_serve(*args, env_token=None):
     env = dict(os.environ)
     env.pop("RLVR_SERVE_TOKEN", None)
