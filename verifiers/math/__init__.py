@@ -103,7 +103,7 @@ class MathVerifier(Verifier):
             return ref
         numeric_ref = numeric.to_rational(normalize(ref)) is not None
         found = extract_answer(completion_text(completion), prefilled_think=self.prefilled_think,
-                               last_number=numeric_ref and not self.strict)
+                               loose=not self.strict, last_number=numeric_ref)
         info: dict[str, Any] = {"answer": found.answer, "source": found.source}
         if found.why:
             info["why"] = found.why
@@ -170,9 +170,9 @@ def _reference_text(reference: Any) -> str | Score:
         reference = repr(reference) if isinstance(reference, float) else str(reference)
     if not isinstance(reference, str):
         return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference of type {type(reference).__name__}"})
-    boxes = find_boxes(reference)
-    if boxes and boxes[-1].closed:
-        reference = boxes[-1].content
+    boxes = [b for b in find_boxes(reference) if b.closed]
+    if boxes:  # a boxed reference; several boxes (`\boxed{1} and \boxed{2}`) list several values
+        reference = ", ".join(b.content for b in boxes)
     why = None
     if not normalize(reference):
         why = "empty reference"

@@ -66,6 +66,18 @@ def equal(a: str, b: str) -> bool | None:
         return None
 
 
+def value(s: str):
+    """The value of a constant expression (Fraction, or 60-digit mpmath number), else None."""
+    try:
+        tokens = _tokens(s)
+        if _variables(tokens):
+            return None
+        v = _Parser(tokens, {}).run()
+        return v if isinstance(v, Fraction) else complex(v)
+    except (GiveUp, ZeroDivisionError, ValueError, OverflowError, RecursionError, TypeError):
+        return None
+
+
 def proportional(a: tuple[str, str], b: tuple[str, str]) -> bool | None:
     """Whether equations `a` and `b` (lhs, rhs) are the same: `lhs - rhs` of one is a nonzero
     constant multiple of the other's at random points. None if undecided."""

@@ -3,7 +3,7 @@
 Only the final region counts (after `</think>`; nothing when the think block is left
 open). The last closed `\\boxed{}`/`\\fbox{}` wins; without a box the fallbacks are, in
 order, an `<answer>` block, "final answer is ...", "the answer is ...", a GSM8K `#### 42`
-line and, when allowed, the last number. Several *different* boxed answers are a hedge,
+line and, unless strict, the last math span, a bare short answer and the last number. Several *different* boxed answers are a hedge,
 unless the text between two of them retracts the earlier one ("that is wrong", "wait",
 "actually"): a self-correction then keeps the later box. Every pass is linear.
 """
@@ -17,7 +17,9 @@ from rlvr.verifiers.boxes import final_region, find_boxes
 from rlvr.verifiers.core import HEDGE, NO_ANSWER
 from rlvr.verifiers.math.normalize import normalize, strip_math_delimiters
 
-MAX_ANSWER_CHARS = 2000  # a longer "answer" is not a final answer but a dump
+MAX_ANSWER_CHARS = 2000
+_SHORT = 40  # a completion this short and on one line may be the bare answer
+_PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # a longer "answer" is not a final answer but a dump
 
 _RETRACTION = re.compile(
     r"\b(wrong|incorrect|mistake|error|erroneous|actually|wait|correction|correcting|recheck|re-check|"
@@ -28,8 +30,9 @@ _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
 _FINAL_ANSWER = re.compile(r"final\s+answer\s*(?:is|:|=)?\s*:?", re.IGNORECASE)
 _THE_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
-_SENTENCE_END = re.compile(r"(?<!\d)\.(?!\d)|\n|;|\.$")
+_NUMBER = re.compile(r"(?<![A-Za-z\d.])-?(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)(?!\d)")
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\n|;")
+_IS = re.compile(r"\b(?:is|are|be|equals|was)\s+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -43,22 +46,40 @@ class Extraction:
     why: str = ""
 
 
-def extract_answer(text: str, *, prefilled_think: bool = False, last_number: bool = False) -> Extraction:
-    """The final answer of `text` (see the module docstring for the rules)."""
+def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = True,
+                   last_number: bool = False) -> Extraction:
+    """The final answer of `text` (see the module docstring for the rules).
+
+    `loose` (off in strict mode) adds the last fallbacks: the last math span (`$...$`),
+    a short completion that is nothing but the answer, and with `last_number` the last number.
+    """
     region = final_region(text, prefilled_think)
     if region is None:
         return Extraction(None, NO_ANSWER, why="the think block is never closed")
     boxes = find_boxes(region)
+    if boxes and boxes[-1].closed:
+        tail = region[_box_end(region, boxes[-1]):]
+        for source, finder in _FALLBACKS[:3]:  # a final statement after the boxes overrides them
+            found = finder(tail)
+            if found is not None and normalize(found):
+                return _checked(found, source)
     if boxes:
         return _from_boxes(region, boxes)
     for source, finder in _FALLBACKS:
         found = finder(region)
         if found is not None:
             return _checked(found, source)
-    if last_number:
-        numbers = _NUMBER.findall(region)
-        if numbers:
-            return _checked(numbers[-1].rstrip(".,"), "last_number")
+    if loose:
+        span = _last_math_span(region)
+        if span is not None:
+            return _checked(span, "math_span")
+        bare = region.strip()
+        if 0 < len(bare) <= _SHORT and "\n" not in bare and not _PROSE.search(bare):
+            return _checked(bare, "whole")
+        if last_number:
+            numbers = _NUMBER.findall(region)
+            if numbers:
+                return _checked(numbers[-1].rstrip(".,"), "last_number")
     return Extraction(None, NO_ANSWER, why="no boxed answer and no answer statement")
 
 
@@ -76,8 +97,7 @@ def _from_boxes(region: str, boxes) -> Extraction:
         return Extraction(None, NO_ANSWER, "boxed", why="the last box is never closed (truncated output)")
     kept = [boxes[0]]
     for box in boxes[1:]:
-        previous_end = region.find(kept[-1].content, kept[-1].start) + len(kept[-1].content)
-        between = region[previous_end:box.start]
+        between = region[_box_end(region, kept[-1]):box.start]
         if _same(box.content, kept[-1].content) or _RETRACTION.search(between):
             kept[-1] = box  # a repeat, or a self-correction: the later box stands
         else:
@@ -90,6 +110,10 @@ def _from_boxes(region: str, boxes) -> Extraction:
             return Extraction(", ".join(contents), HEDGE, "boxed", tuple(contents),
                               why=f"{len(contents)} different boxed answers")
     return _checked(contents[-1], "boxed")
+
+
+def _box_end(region: str, box) -> int:
+    return region.find(box.content, box.start) + len(box.content) + 1
 
 
 def _same(a: str, b: str) -> bool:
@@ -127,8 +151,32 @@ def _statement(pattern: re.Pattern[str]):
                 return rest[2:close]
         m = _SENTENCE_END.search(rest)
         answer = rest[:m.start()] if m else rest
+        verbs = list(_IS.finditer(answer))
+        if verbs:  # "Final Answer: the largest $n$ is 34"
+            answer = answer[verbs[-1].end():]
+        span = _last_math_span(answer)
+        if span is not None:
+            return span
         return answer.strip().strip("*").strip() or None
     return find
+
+
+def _last_math_span(text: str) -> str | None:
+    """The content of the last `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` span in `text`."""
+    best: tuple[int, str] | None = None
+    for opener, closer in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)")):
+        end = text.rfind(closer)
+        if end > 0:
+            start = text.rfind(opener, 0, end)
+            if start >= 0 and text[start + len(opener):end].strip() and (best is None or end > best[0]):
+                best = (end, text[start + len(opener):end])
+    dollars = [i for i, ch in enumerate(text) if ch == "$" and (i == 0 or text[i - 1] != "\\")]
+    singles = [i for i in dollars if not (i + 1 in dollars or i - 1 in dollars)]
+    if len(singles) >= 2 and len(singles) % 2 == 0:
+        start, end = singles[-2], singles[-1]
+        if text[start + 1:end].strip() and (best is None or end > best[0]):
+            best = (end, text[start + 1:end])
+    return best[1].strip() if best else None
 
 
 def _gsm8k(region: str) -> str | None:

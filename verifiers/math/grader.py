@@ -23,12 +23,14 @@ from fractions import Fraction
 
 from rlvr.verifiers.math import evaluate, numeric, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
-from rlvr.verifiers.math.structures import Node, is_symbol, parse_structure
+from rlvr.verifiers.math.structures import Node, is_name, is_symbol, parse_structure
 
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
 _CHOICE_ANSWER = re.compile(r"^(?:\\text\{)?\s*(?:option|choice)?\s*\(?([A-Ea-e])\)?[.:]?\s*\}?(?:\s.*)?$",
                             re.IGNORECASE)
 _BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+_DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
+MIN_ROUNDED_DIGITS = 10
 _WORDS = re.compile(r"^[A-Za-z][A-Za-z' -]*$")
 _FUNCTION_WORDS = frozenset({"sin", "cos", "tan", "log", "ln", "exp", "sqrt", "pi", "infty", "frac"})
 
@@ -73,9 +75,9 @@ def _choice_of_answer(norm: str, raw: str) -> str | None:
 
 def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     # An assignment `x = 3` answers `3`, and `3` answers `x = 3`.
-    if a.kind == "eq" and r.kind != "eq" and is_symbol(a.items[0].text):
+    if a.kind == "eq" and r.kind != "eq" and is_name(a.items[0].text):
         a = parse_structure(a.items[1].text)
-    if r.kind == "eq" and a.kind != "eq" and is_symbol(r.items[0].text):
+    if r.kind == "eq" and a.kind != "eq" and is_name(r.items[0].text):
         r = parse_structure(r.items[1].text)
     if a.kind in ("list", "set") and r.kind in ("list", "set"):
         return _unordered(_unassign(a.items), _unassign(r.items), symbolic, simplified)
@@ -110,7 +112,7 @@ def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
     """`x = 1, x = 2` -> `1, 2` (a solution list)."""
     out = []
     for item in items:
-        if item.kind == "eq" and is_symbol(item.items[0].text):
+        if item.kind == "eq" and is_name(item.items[0].text):
             item = parse_structure(item.items[1].text)
         out.append(item)
     return tuple(out)
@@ -227,13 +229,13 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     if va is not None and vr is not None:
         if va == vr:
             return True
-        return _percent_dropped(a, r, va, vr)
+        return _percent_dropped(a, r, va, vr) or _rounded(a, vr) or _rounded(r, va)
     text = _text_equal(a, r)
     if text is not None:
         return text
     fast = evaluate.equal(a, r)
     if fast is not None:
-        return fast
+        return fast or _rounded(a, evaluate.value(r)) or _rounded(r, evaluate.value(a))
     if not symbolic:
         raise NeedsSymbolic(f"{a!r} vs {r!r}")
     from rlvr.verifiers.math import symbolic as sym
@@ -241,9 +243,30 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     pa, pr = sym.parse(a), sym.parse(r)
     if sym.equal(pa, pr):
         return True
+    if _rounded(a, sym.value(pr)) or _rounded(r, sym.value(pa)):
+        return True
     if a.endswith("%") != r.endswith("%"):  # a dropped percent sign: compare the bare numbers
         return sym.equal(sym.parse(a.rstrip("%")), sym.parse(r.rstrip("%")))
     return False
+
+
+def _rounded(decimal: str, exact) -> bool:
+    """A decimal of at least `MIN_ROUNDED_DIGITS` significant digits that is `exact` correctly
+    rounded: `0.0833333333333333` for 1/12, `4.123105625617661` for \\sqrt{17}. Shorter
+    approximations (`0.33` for 1/3) stay wrong: they are different numbers."""
+    m = _DECIMAL_LITERAL.fullmatch(decimal.replace(" ", ""))
+    if exact is None or not m:
+        return False
+    digits = (m.group(2) + m.group(3)).lstrip("0")
+    if len(digits) < MIN_ROUNDED_DIGITS:
+        return False
+    places = len(m.group(3))
+    value = Fraction(decimal.replace(" ", ""))
+    try:
+        gap = abs(Fraction(exact) - value) if isinstance(exact, Fraction) else abs(complex(exact) - float(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(gap <= Fraction(1, 2 * 10 ** places) * Fraction(1001, 1000))
 
 
 def _percent_dropped(a: str, r: str, va: Fraction, vr: Fraction) -> bool:

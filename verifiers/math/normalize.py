@@ -23,6 +23,7 @@ _RENAME = {
     "\\lbrace": "\\{", "\\rbrace": "\\}", "\\lbrack": "[", "\\rbrack": "]", "\\lvert": "|", "\\rvert": "|",
     "\\vert": "|", "\\lt": "<", "\\gt": ">", "\\neq": "\\ne", "\\to": "\\rightarrow",
     "\\bmatrix": "bmatrix", "\\tiny": "", "\\infin": "\\infty", "\\dots": "\\ldots", "\\cdots": "\\ldots",
+    ">=": "\\geq ", "<=": "\\leq ", "!=": "\\ne ", "\\geqq": "\\geq", "\\leqq": "\\leq",
     "\u2212": "-", "\u00d7": "\\times", "\u00b7": "\\cdot", "\u2264": "\\leq", "\u2265": "\\geq",
     "\u221e": "\\infty", "\u03c0": "\\pi", "\u221a": "\\sqrt", "\u00bd": "\\frac{1}{2}",
 }
@@ -43,12 +44,11 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
-_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")
 _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
 _SPACE_AROUND = re.compile(r"\s*([^\w\\\s])\s*")
-_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\text\{|\\mbox\{|\\mathrm\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
+_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\(?:text|mbox|mathrm|textnormal|textrm|textit|textbf|mathit)\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
 
 
 def strip_math_delimiters(s: str) -> str:
@@ -123,6 +123,7 @@ def normalize(s: str) -> str:
     """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`)."""
     s = strip_math_delimiters(s)
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
+    s = re.sub(r"(\d),\s*\\!\s*(?=\d{3})", r"\1,", s)  # `11,\! 111`: a thousands separator
     s = s.replace("\\left.", " ").replace("\\right.", " ")  # invisible delimiters
     for token in _DROP:
         s = _drop_command(s, token)
@@ -135,6 +136,9 @@ def normalize(s: str) -> str:
     s = _OVER.sub("/", s)
     for token in _DEGREES:
         s = s.replace(token, "")
+    if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value
+        left, right = s.split("\\approx", 1)
+        s = left if re.search(r"\d", left) else right.split("\\approx")[0]
     s = _strip_units(s)
     for command in _UNWRAP:
         if command in s:
@@ -144,8 +148,9 @@ def normalize(s: str) -> str:
     s = _FRAC_HALF.sub(r"\\frac\1{\2}", s)
     s = _FRAC_FIRST.sub(r"\\frac{\1}\2", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
-    s = _THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), s) if _looks_like_number(s) else s
     s = _SPACE_RUN.sub(" ", s).strip()
+    if _looks_like_number(s):  # `1,000,000`, `11,\! 111` and `1 000`: one number
+        s = s.replace(",", "").replace(" ", "")
     s = s.rstrip(".").rstrip()
     while s.endswith((",", ";", "\\\\")):
         s = s[:-2].rstrip() if s.endswith("\\\\") else s[:-1].rstrip()
@@ -167,9 +172,9 @@ def _drop_command(s: str, token: str) -> str:
 
 
 def _looks_like_number(s: str) -> bool:
-    """True when `s` is a single number with thousands separators (`1,234,567.5`), not a list."""
-    t = s.strip().lstrip("-+").replace(" ", "")
-    return bool(re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", t))
+    """True when `s` is a single number with thousands separators (`1,234,567.5`, `1 000`), not a list."""
+    t = s.strip().lstrip("-+")
+    return bool(re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", t) or re.fullmatch(r"\d{1,3}(?: \d{3})+(?:\.\d+)?", t))
 
 
 def _strip_units(s: str) -> str:

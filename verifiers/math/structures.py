@@ -117,6 +117,7 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
     seps = (",", ";")
     if split_words:
         s = re.sub(r"\\text\{\s*(or|and)\s*\}", r" \1 ", s)
+        s = re.sub(r"(?<=[)\]}])\s*(or|and)\s*(?=[(\[{\\\d-])", r" \1 ", s)  # `(11,7)or(7,11)`
         seps = (",", ";", " or ", " and ", "\\lor", "\\vee", "\\text{or}", "\\text{and}")
     parts = [p for p in split_top(s, seps) if p.strip()]
     if 1 < len(parts) <= MAX_ITEMS:
@@ -130,8 +131,9 @@ def _single(s: str) -> Node:
         rows = [r for r in re.split(r"\\\\(?:\[[^\]]*\])?", m.group(2)) if r.strip() and not r.strip().startswith("\\hline")]
         cells = tuple(Node("tuple", items=tuple(scalar(c) for c in r.split("&"))) for r in rows)
         return Node("matrix", items=cells)
-    if s.startswith("\\{") and _closing(s, 0) == len(s) - 2 and s.endswith("\\}"):
-        inner = s[2:-2]
+    braced = s.startswith("{") and s.endswith("}") and _closing(s, 0) == len(s) - 1 and "," in s
+    if braced or (s.startswith("\\{") and _closing(s, 0) == len(s) - 2 and s.endswith("\\}")):
+        inner = s[1:-1] if braced else s[2:-2]
         parts = [p for p in split_top(inner, (",", ";")) if p.strip()] if inner.strip() else []
         return Node("set", items=tuple(parse_structure(p) for p in parts))
     opener = "\\langle" if s.startswith("\\langle") else s[:1]
@@ -142,8 +144,8 @@ def _single(s: str) -> Node:
             close = "\\rangle" if s.endswith("\\rangle") else s[-1]
             return Node("tuple", items=tuple(parse_structure(p) for p in parts),
                         open="(" if opener == "\\langle" else opener, close=")" if close == "\\rangle" else close)
-        if opener == "(" and s.endswith(")"):
-            return _single(inner.strip())
+        if (opener == "(" and s.endswith(")")) or inner.strip().startswith("\\begin{"):
+            return _single(inner.strip())  # `(3)`, and a matrix in brackets
     relation = _relation(s)
     if relation is not None:
         return relation
@@ -178,8 +180,8 @@ def _relation(s: str) -> Node | None:
     pieces.append(rest)
     if any(not p.strip() for p in pieces):
         return None
-    if ops == ["="]:
-        return Node("eq", items=(scalar(pieces[0]), scalar(pieces[1])))
+    if set(ops) == {"="}:  # `z = 1 + 1 = 2`: the first name and the final value
+        return Node("eq", items=(scalar(pieces[0]), scalar(pieces[-1])))
     interval = _as_interval(pieces, ops)
     if interval is not None:
         return interval
@@ -222,6 +224,17 @@ def is_symbol(s: str) -> bool:
     """A single variable name: `x`, `y_1`, `\\theta`, `f(x)` (the left side of an assignment)."""
     s = s.strip()
     return bool(_SYMBOL.match(s)) and s not in ("\\pi", "\\infty", "e", "i")
+
+
+def is_name(s: str) -> bool:
+    """The left side of an assignment that names the answer: `x`, `(p, q)`, `|AB|`, `A:B`,
+    `V_{1}:V_{2}`, `f(x)` - anything without a number outside subscripts."""
+    s = s.strip()
+    if is_symbol(s):
+        return True
+    bare = re.sub(r"_\{[^{}]*\}|_\w", "", s)
+    return (0 < len(s) <= 40 and re.search(r"[A-Za-z]", bare) is not None and not re.search(r"\d", bare)
+            and "\\infty" not in s and "\\pi" not in s)
 
 
 def size(node: Node) -> int:

@@ -118,6 +118,16 @@ def _log2(value) -> float:
     return abs(math.log2(v)) if v == v and v != float("inf") else float("inf")
 
 
+def value(expr):
+    """The numeric value of a constant sympy expression as a complex, else None."""
+    try:
+        if isinstance(expr, sympy.Expr) and not expr.free_symbols:
+            return complex(sympy.N(expr, 30))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return None
+
+
 def equal(a, b) -> bool:
     """Whether two parsed answers are equal (sympy expressions, sets, matrices, relations)."""
     if isinstance(a, sympy.MatrixBase) or isinstance(b, sympy.MatrixBase):
