@@ -41,6 +41,15 @@ class Sleepy(Verifier):
         return [Score(1.0) for _ in completions]
 
 
+class Broken(Verifier):
+    """A verifier with a bug: it raises instead of returning a score."""
+
+    name = "broken"
+
+    def score(self, completion, reference=None, **fields):
+        raise RuntimeError("verifier bug")
+
+
 def start_server(*args, env_token=TOKEN):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     env.pop("RLVR_SERVE_TOKEN", None)
@@ -76,7 +85,7 @@ def stop(proc):
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = start_server(*LIMITS)
+    proc, url = start_server(*LIMITS, "--register", "broken=test_serve:Broken")
     with httpx.Client(base_url=url, timeout=60) as client:
         yield client
     stop(proc)
@@ -173,6 +182,13 @@ def test_malformed_requests_get_a_json_4xx_and_the_server_keeps_serving(server, 
     assert isinstance(response.json()["error"], str) and response.json()["error"]
     after = server.post("/score", json=valid_request(), headers=AUTH)
     assert after.status_code == 200 and [r["score"] for r in after.json()["results"]] == [1.0, 0.0]
+
+
+def test_a_verifier_that_crashes_gets_a_json_500_and_the_server_keeps_serving(server):
+    response = server.post("/score", json={"verifier": "broken", "items": [{"completion": "x"}]}, headers=AUTH)
+    assert response.status_code == 500
+    assert response.json()["error"] == "internal error: RuntimeError: verifier bug"
+    assert server.post("/score", json=valid_request(), headers=AUTH).status_code == 200
 
 
 def test_error_messages_say_what_is_wrong(server):

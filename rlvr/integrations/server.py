@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from rlvr.integrations.scoring import Item, ItemError, score_items
 from rlvr.registry import list_envs, list_verifiers
 
 OPEN_PATHS = frozenset({"/health"})
+logger = logging.getLogger("rlvr.serve")
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,9 @@ def create_app(config: ServerConfig | None = None):
             return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
         except ItemError as exc:
             raise HTTPException(422, str(exc)) from None
+        except Exception as exc:  # a verifier bug: answer 500 on a connection that stays usable, log it
+            logger.exception("scoring failed")
+            raise HTTPException(500, f"internal error: {type(exc).__name__}: {exc}") from None
         finally:
             state["in_flight"] -= 1
             state["served"] += 1
