@@ -28,6 +28,7 @@ FORMAT = "format"
 DEFAULT_FORMAT_WEIGHT = 0.1
 THINK_HINT = "First think step by step inside <think> </think> tags, then give your final answer after them."
 
+TIMING_KEYS = ("duration",)
 _REWARDS: dict[tuple, Composite] = {}  # shared reward objects, by configuration
 
 
@@ -148,9 +149,19 @@ class TaskEnv(gym.Env):
             "task_id": task.task_id,
             "family": task.family,
             "difficulty": task.difficulty,
-            "score": score.to_dict(),
+            "score": _without_timings(score.to_dict()),
             "correct": score.components.get(CORRECT, 0.0) >= correct_part.best,
         }
+
+
+def _without_timings(score: dict[str, Any]) -> dict[str, Any]:
+    """Drop wall-clock measurements from the components' info: a step's info depends only on the
+    task and the completion (gymnasium's checker steps twice and compares)."""
+    score["info"] = {
+        key: {k: v for k, v in part.items() if k not in TIMING_KEYS} if isinstance(part, dict) else part
+        for key, part in score["info"].items()
+    }
+    return score
 
 
 def action_text(action: Any) -> str:

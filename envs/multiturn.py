@@ -92,7 +92,7 @@ def test_feedback(score: Score) -> str:
         lines.append(f"Your code did not pass the tests ({reason}).")
     failures = [t for t in details.get("tests", []) if isinstance(t, dict) and not t.get("passed")]
     for test in failures[:MAX_FEEDBACK_TESTS]:
-        what = test.get("test") or test.get("input") or ""
+        what = test.get("name") or test.get("input") or ""
         why = test.get("error") or test.get("status") or "failed"
         lines.append(f"- {str(what).strip()[:300]}\n  -> {str(why).strip()[:300]}")
     if not failures and details.get("error"):
