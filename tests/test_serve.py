@@ -245,6 +245,20 @@ def test_concurrent_clients_all_get_their_own_results(server):
     assert all(scores == ([1.0] * 3 if good else [0.0] * 3) for scores, good in results.values())
 
 
+def test_request_options_can_be_refused():
+    from fastapi.testclient import TestClient
+
+    from rlvr.integrations.server import ServerConfig, create_app
+
+    client = TestClient(create_app(ServerConfig(request_options=False)))
+    plain = client.post("/score", json=valid_request())
+    assert plain.status_code == 200
+    for body in [{**valid_request(), "options": {"answer_tags": True}},
+                 {"items": [{"verifier": "math", "options": {"workers": 64}, "completion": "1"}]}]:
+        refused = client.post("/score", json=body)
+        assert refused.status_code == 422 and "--no-request-options" in refused.json()["error"]
+
+
 def test_sigterm_finishes_the_request_in_flight_then_exits_cleanly():
     proc, url = start_server("--register", "sleepy=test_serve:Sleepy", "--grace", "20")
     try:

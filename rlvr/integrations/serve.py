@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", type=int, default=1024, help="most items in one request")
     parser.add_argument("--max-chars", type=int, default=256 * 2**10, help="longest string in an item")
     parser.add_argument("--max-concurrency", type=int, default=8, help="batches scored at once")
+    parser.add_argument("--no-request-options", action="store_true",
+                        help="refuse per-request verifier options and env kwargs (they reach constructors, "
+                             "including resource knobs such as math's workers)")
     parser.add_argument("--grace", type=float, default=30.0,
                         help="seconds to finish in-flight requests on shutdown")
     parser.add_argument("--register", action="append", default=[], metavar="NAME=MODULE:ATTR",
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         register_verifier(name, target, f"served from {target}", replace=True)
     config = ServerConfig(max_body_bytes=args.max_body_bytes, max_batch=args.max_batch,
                           max_chars=args.max_chars, max_concurrency=args.max_concurrency,
-                          token=_read_token(args.token_file))
+                          token=_read_token(args.token_file), request_options=not args.no_request_options)
     for name in args.preload:
         try:
             get_verifier(name)

@@ -46,6 +46,7 @@ class ServerConfig:
     max_chars: int = 256 * 2**10
     max_concurrency: int = 8
     token: str | None = None
+    request_options: bool = True  # False: callers may not pass verifier options or env kwargs
 
     def __post_init__(self):
         for name in ("max_body_bytes", "max_batch", "max_chars", "max_concurrency"):
@@ -139,6 +140,8 @@ def create_app(config: ServerConfig | None = None):
     @app.post("/score")
     async def score(request: ScoreIn):
         _check_batch(len(request.items), config)
+        if not config.request_options and (request.options or any(it.options for it in request.items)):
+            raise HTTPException(422, "this server takes no options: it was started with --no-request-options")
         items = [_to_item(i, it, request) for i, it in enumerate(request.items)]
         for i, it in enumerate(request.items):
             _check_strings(it.model_dump(), f"items.{i}", config.max_chars)
