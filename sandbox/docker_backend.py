@@ -1,0 +1,143 @@
+"""One warm, locked-down container running the trusted job server.
+
+The host talks to the server over the container's attach stream (stdin in, multiplexed
+stdout/stderr out), so a job costs a line each way instead of a `docker exec` or a
+container start. The container is created with `stdin_once`: when the host process goes
+away, even by SIGKILL, the server sees EOF, exits, and the container removes itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+
+from rlvr.sandbox.protocol import Limits
+
+SERVER_COMMAND = ["python3", "-I", "-B", "/opt/rlvr/harness.py", "serve"]
+LABEL = "rlvr.sandbox"
+# Job processes need no capability; the server needs these three to switch to the job user
+# and to kill what that user left behind. Everything else is dropped.
+SERVER_CAPS = ["SETUID", "SETGID", "KILL"]
+HEADROOM_MB = 192  # server, judge and scratch tmpfs on top of the job's own memory
+
+
+class WorkerError(RuntimeError):
+    """The worker itself failed (engine gone, container died): an infrastructure error."""
+
+
+def container_options(image: str, limits: Limits) -> dict:
+    """`docker run` settings of a sandbox container (kept in one place so tests can read them)."""
+    from docker.types import LogConfig
+
+    memory = f"{limits.memory_mb + limits.tmp_mb + HEADROOM_MB}m"
+    return dict(
+        image=image,
+        command=SERVER_COMMAND,
+        stdin_open=True,
+        detach=False,  # with stdin_open this sets StdinOnce: stdin closes when the host detaches
+        tty=False,
+        user="0:0",
+        working_dir="/",
+        environment={},
+        network_mode="none",
+        mem_limit=memory,
+        memswap_limit=memory,
+        pids_limit=limits.pids,
+        nano_cpus=int(limits.cpus * 1e9),
+        read_only=True,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"},
+        shm_size="8m",
+        ipc_mode="private",
+        cap_drop=["ALL"],
+        cap_add=SERVER_CAPS,
+        security_opt=["no-new-privileges"],
+        init=True,
+        log_config=LogConfig(type="none"),
+        auto_remove=True,
+        labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
+    )
+
+
+class DockerWorker:
+    """A started container and its attach socket; `run` is one job, one at a time."""
+
+    backend = "docker"
+
+    def __init__(self, client, image: str, limits: Limits, start_timeout: float = 60.0):
+        self.limits = limits
+        self._client = client
+        self._buffer = bytearray()
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self.container = client.containers.create(**container_options(image, limits))
+        try:
+            raw = client.api.attach_socket(
+                self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            self._sock = getattr(raw, "_sock", raw)
+            self._raw = raw
+            self.container.start()
+            hello = self._read_line(time.monotonic() + start_timeout)
+            if not hello.get("ready"):
+                raise WorkerError(f"the job server did not start: {hello}")
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, job: dict, budget: float) -> dict:
+        """Send one job; the reply, or WorkerError if the container broke or went silent."""
+        try:
+            self._sock.sendall(json.dumps(job).encode() + b"\n")
+        except OSError as exc:
+            raise WorkerError(f"cannot reach the container: {exc}") from None
+        return self._read_line(time.monotonic() + budget)
+
+    def _read_line(self, deadline: float) -> dict:
+        while True:
+            newline = self._stdout.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._stdout[:newline])
+                del self._stdout[:newline + 1]
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    raise WorkerError(f"garbled reply from the job server: {line[:200]!r}") from None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerError("the job server did not answer in time")
+            self._sock.settimeout(remaining)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except TimeoutError:
+                continue
+            except OSError as exc:
+                raise WorkerError(f"lost the container: {exc}") from None
+            if not chunk:
+                raise WorkerError(f"the container exited: {bytes(self._stderr[-500:]).decode(errors='replace')}")
+            self._buffer.extend(chunk)
+            self._demultiplex()
+
+    def _demultiplex(self):
+        """Split Docker's 8-byte-header frames into stdout and stderr."""
+        while len(self._buffer) >= 8:
+            kind, size = self._buffer[0], struct.unpack(">I", self._buffer[4:8])[0]
+            if len(self._buffer) < 8 + size:
+                return
+            payload = self._buffer[8:8 + size]
+            del self._buffer[:8 + size]
+            if kind == 2:
+                self._stderr.extend(payload)
+                del self._stderr[:-4096]
+            else:
+                self._stdout.extend(payload)
+
+    def close(self):
+        """Kill and remove the container (idempotent, never raises)."""
+        for step in (lambda: self._raw.close(), lambda: self.container.remove(force=True)):
+            try:
+                step()
+            except Exception:
+                pass

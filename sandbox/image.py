@@ -1,0 +1,157 @@
+"""Building the sandbox image, with a registry or without one.
+
+The image tag carries a hash of the Dockerfile, the harness and the runner, so a changed
+harness gets a new image and an existing image is never rebuilt. With a registry the
+Dockerfile builds `FROM python:3.11-slim`. Without one (CI machines, air-gapped hosts) the
+same Dockerfile builds on a base made here: `debootstrap` a minimal Debian bookworm with the
+full `python3` package (not `python3-minimal`, which lacks json and unittest) from the
+mirror apt already uses, then `docker import` it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CONTEXT_FILES = ("Dockerfile", "harness.py", "runner.py")
+REPOSITORY = "rlvr-sandbox"
+ONLINE_BASE = ("python", "3.11-slim")
+OFFLINE_BASE = "rlvr-sandbox-base:bookworm"
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+class ImageError(RuntimeError):
+    """The image could not be built; the message says what to do."""
+
+
+def image_tag() -> str:
+    """`rlvr-sandbox:<hash of the build context>`."""
+    digest = hashlib.sha256()
+    for name in CONTEXT_FILES:
+        digest.update(name.encode() + b"\0" + (HERE / name).read_bytes())
+    return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
+
+
+def docker_client(timeout: int = 120):
+    """A client for the local engine or `DOCKER_HOST`; raises when none answers."""
+    import docker
+
+    client = docker.from_env(timeout=timeout)
+    client.ping()
+    return client
+
+
+def image_exists(client, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build_image(client=None, tag: str | None = None, offline: bool | None = None,
+                log: Callable[[str], None] = print) -> str:
+    """Build the sandbox image unless it exists; returns its tag.
+
+    `offline=None` tries the registry first and falls back to debootstrap when it fails.
+    """
+    client = client or docker_client(timeout=600)
+    tag = tag or image_tag()
+    if image_exists(client, tag):
+        return tag
+    if offline is None:
+        offline = not _registry_base_available(client, log)
+    with tempfile.TemporaryDirectory(prefix="rlvr-image-") as context:
+        for name in CONTEXT_FILES:
+            shutil.copy(HERE / name, Path(context) / name)
+        buildargs = {}
+        if offline:
+            ensure_offline_base(client, log)
+            buildargs["BASE"] = OFFLINE_BASE
+        log(f"building {tag} from {'the debootstrapped base' if offline else 'python:3.11-slim'}")
+        import docker
+
+        try:
+            client.images.build(path=context, tag=tag, buildargs=buildargs, rm=True, forcerm=True,
+                                pull=False, network_mode="none")
+        except docker.errors.BuildError as exc:
+            tail = " | ".join(str(c.get("stream", c.get("error", ""))).strip() for c in exc.build_log[-5:])
+            raise ImageError(f"docker build of {tag} failed: {exc.msg}: {tail}") from None
+    return tag
+
+
+def _registry_base_available(client, log) -> bool:
+    import docker
+
+    name = ":".join(ONLINE_BASE)
+    if image_exists(client, name):
+        return True
+    try:
+        client.images.pull(ONLINE_BASE[0], tag=ONLINE_BASE[1])
+        return True
+    except docker.errors.APIError as exc:
+        log(f"no registry ({str(exc.explanation or exc)[:120]}); building offline")
+        return False
+
+
+def ensure_offline_base(client, log: Callable[[str], None] = print) -> str:
+    """Import a debootstrapped Debian with python3 as `rlvr-sandbox-base:bookworm` (once)."""
+    if image_exists(client, OFFLINE_BASE):
+        return OFFLINE_BASE
+    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap"
+                                                 if os.path.exists("/usr/sbin/debootstrap") else None)
+    if debootstrap is None:
+        raise ImageError("no registry and no debootstrap: install it (apt-get install debootstrap)")
+    if os.geteuid() != 0:
+        raise ImageError("building the image offline runs debootstrap, which needs root")
+    mirror = debian_mirror()
+    with tempfile.TemporaryDirectory(prefix="rlvr-rootfs-") as tmp:
+        root = Path(tmp) / "root"
+        log(f"debootstrap {SUITE} with python3 from {mirror} (a few minutes)")
+        proc = subprocess.run(
+            [debootstrap, "--variant=minbase", "--include=python3", SUITE, str(root), mirror],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise ImageError(f"debootstrap failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        for junk in ("usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives"):
+            shutil.rmtree(root / junk, ignore_errors=True)
+        archive = Path(tmp) / "rootfs.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(root, arcname=".")
+        log(f"importing the root file system as {OFFLINE_BASE}")
+        repository, tag = OFFLINE_BASE.split(":")
+        with open(archive, "rb") as data:
+            client.api.import_image_from_stream(data, repository=repository, tag=tag)
+    if not image_exists(client, OFFLINE_BASE):
+        raise ImageError(f"docker import did not produce {OFFLINE_BASE}")
+    return OFFLINE_BASE
+
+
+def debian_mirror() -> str:
+    """The Debian mirror apt uses here (deb822 `.sources` or one-line `sources.list`)."""
+    candidates = [Path("/etc/apt/sources.list")]
+    sources_d = Path("/etc/apt/sources.list.d")
+    if sources_d.is_dir():
+        candidates += sorted(sources_d.iterdir())
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for match in re.finditer(r"(?m)^\s*(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+)", text):
+            uri = match.group(1)
+            if "security" not in uri and uri.startswith(("http://", "https://")):
+                return uri.rstrip("/")
+    return DEFAULT_MIRROR
