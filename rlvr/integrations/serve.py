@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--register", action="append", default=[], metavar="NAME=MODULE:ATTR",
                         help="also serve a verifier from an importable module (repeatable)")
     parser.add_argument("--preload", action="append", default=[], metavar="NAME",
-                        help="build this verifier (and its worker pool) before serving (repeatable)")
+                        help="build this verifier before serving, so a bad name fails now (repeatable)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
