@@ -30,9 +30,9 @@ from rlvr.verifiers.core import (
 from rlvr.verifiers.math import grader, numeric
 from rlvr.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer, has_hedge_words
 from rlvr.verifiers.math.normalize import normalize
-from rlvr.verifiers.math.pool import get_pool
+from rlvr.verifiers.math.pool import CanaryError, get_pool
 
-__all__ = ["MathVerifier", "extract_answer", "grade"]
+__all__ = ["CanaryError", "MathVerifier", "extract_answer", "grade"]
 
 grade = grader.grade
 
@@ -70,6 +70,11 @@ class MathVerifier(Verifier):
 
     def __repr__(self) -> str:
         return f"MathVerifier(timeout={self.timeout}, strict={self.strict})"
+
+    def start(self) -> None:
+        """Start the worker pool now and run its canary (otherwise done by the first answer that
+        needs sympy, which then waits a few seconds). Raises `CanaryError` on a broken install."""
+        get_pool(self.workers).start()
 
     def score(self, completion: Any, reference: Any = None, **task_fields: Any) -> Score:
         return self.score_batch([completion], [reference], [task_fields])[0]

@@ -4,8 +4,8 @@ sympy can hang on adversarial input, and SIGALRM only works in the main thread w
 whole seconds. Here each check runs in a worker process; the caller waits on the pipe
 with a deadline, and a worker that overruns is killed and replaced. This works from any
 thread (threads share the pool through a queue of idle workers) and with any limit.
-A worker announces itself ready once sympy is imported; time limits start when a task
-is sent, never during that start-up. A known-correct canary runs when a pool starts:
+Workers are forks of a warm "zygote" process, so a replacement is ready in milliseconds;
+time limits start when a task is sent, never during start-up. A known-correct canary runs when a pool starts:
 a broken installation raises at once instead of silently zeroing every reward.
 
 Pools live at module level, keyed by size, so the verifier object
@@ -18,6 +18,8 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,10 +30,13 @@ from multiprocessing.connection import Connection, wait
 WORKER_MODULE = "rlvr.verifiers.math.worker"
 STARTUP_TIMEOUT = 120.0  # importing sympy on a loaded machine
 
-# Pairs the worker must grade as stated, covering parsing, simplification and exactness.
+# Pairs the worker must judge as stated, straight through latex2sympy and sympy (no fast
+# path), covering parsing, simplification and exactness.
 CANARY = (
     ("\\frac{1}{2}", "0.5", True),
     ("2\\sqrt{2}", "\\sqrt{8}", True),
+    ("\\log_2 8", "3", True),
+    ("\\sin^2 x + \\cos^2 x", "1", True),
     ("(x+1)^2", "x^2+2x+1", True),
     ("\\frac{1}{2^{99}}", "\\frac{1}{2^{98}}", False),
 )
@@ -41,32 +46,82 @@ class CanaryError(RuntimeError):
     """The worker pool graded a known pair wrongly: the installation is broken."""
 
 
-class _Worker:
-    """One `python -m rlvr.verifiers.math.worker` process and the pipes to it.
+class _Zygote:
+    """A `python -m rlvr.verifiers.math.worker --zygote` process that forks ready workers.
 
-    A plain subprocess rather than `multiprocessing.Process`: spawn and forkserver
-    re-import the caller's main script in the child, which breaks scripts without an
-    `if __name__ == "__main__"` guard, and fork is unsafe once threads exist.
+    It imports sympy and latex2sympy and warms them up once; each worker is then a fork of
+    it, ready in milliseconds, so a worker killed on timeout is replaced at once. A plain
+    subprocess rather than `multiprocessing`: spawn and forkserver re-import the caller's
+    main script in the child (breaking scripts without an `if __name__ == "__main__"`
+    guard), and forking the caller itself is unsafe once it has threads.
     """
 
     def __init__(self):
-        task_r, task_w = os.pipe()
-        result_r, result_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", WORKER_MODULE, str(task_r), str(result_w)],
-                pass_fds=(task_r, result_w), stdin=subprocess.DEVNULL, env=env, close_fds=True,
+                [sys.executable, "-m", WORKER_MODULE, "--zygote", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, close_fds=True,
             )
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.lock = threading.Lock()
+        self.sock.settimeout(STARTUP_TIMEOUT)
+        try:
+            ready = self.sock.recv(1)
+        except OSError as exc:
+            self.close()
+            raise RuntimeError(f"math worker zygote did not start: {exc}") from exc
+        if ready != b"R":
+            self.close()
+            raise RuntimeError("math worker zygote exited during start-up (is sympy installed?)")
+        self.sock.settimeout(30.0)
+
+    def fork(self) -> tuple[int, Connection, Connection]:
+        """A new worker: (pid, connection for tasks, connection for results)."""
+        task_r, task_w = os.pipe()
+        result_r, result_w = os.pipe()
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [b"F"], [task_r, result_w])
+                reply = b""
+                while len(reply) < 8:
+                    chunk = self.sock.recv(8 - len(reply))
+                    if not chunk:
+                        raise OSError("math worker zygote closed its socket")
+                    reply += chunk
+        except BaseException:
+            for fd in (task_w, result_r):
+                os.close(fd)
+            raise
         finally:
             os.close(task_r)
             os.close(result_w)
-        self.conn_out = Connection(task_w, readable=False)
-        self.conn = Connection(result_r, writable=False)
+        return int.from_bytes(reply, "little"), Connection(task_w, readable=False), Connection(result_r, writable=False)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+            self.process.kill()
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+class _Worker:
+    """One forked worker process and the pipes to it."""
+
+    def __init__(self, zygote: _Zygote):
+        self.pid, self.conn_out, self.conn = zygote.fork()
         self.ready = False
 
     def wait_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Block until the worker has imported sympy and said so."""
+        """Block until the worker has said it is ready (immediate for a fork of a warm zygote)."""
         if self.ready:
             return
         if not self.conn.poll(timeout):
@@ -81,9 +136,8 @@ class _Worker:
 
     def kill(self) -> None:
         try:
-            self.process.kill()
-            self.process.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
+            os.kill(self.pid, signal.SIGKILL)  # the zygote reaps it (SIGCHLD ignored there)
+        except (ProcessLookupError, PermissionError):
             pass
         for conn in (self.conn, self.conn_out):
             try:
@@ -109,19 +163,25 @@ class WorkerPool:
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
         self._started = False
+        self._zygote: _Zygote | None = None
         self.replaced = 0  # workers killed on timeout or found dead
+
+    def start(self) -> None:
+        """Start the zygote and the workers and check the canary (idempotent)."""
+        self._ensure_started()
 
     def _ensure_started(self) -> None:
         with self._lock:
             if self._started:
                 return
+            self._zygote = _Zygote()
             for _ in range(self.size):
                 self._add_worker()
             self._started = True
         self._check_canary()
 
     def _add_worker(self) -> _Worker:
-        worker = _Worker()
+        worker = _Worker(self._zygote)
         self._all.add(worker)
         self._idle.put(worker)
         return worker
@@ -131,12 +191,15 @@ class WorkerPool:
         with self._lock:
             self._all.discard(worker)
             self.replaced += 1
-            fresh = _Worker()
+            if not self._zygote.alive():
+                self._zygote.close()
+                self._zygote = _Zygote()
+            fresh = _Worker(self._zygote)
             self._all.add(fresh)
         return fresh
 
     def _check_canary(self) -> None:
-        tasks = [("grade", a, r, False, False) for a, r, _ in CANARY]
+        tasks = [("sympy", a, r) for a, r, _ in CANARY]
         outcomes = self.run(tasks, timeout=30.0)
         for (a, r, expected), (status, value, _) in zip(CANARY, outcomes):
             if status != "ok" or value != ("ok", expected):
@@ -209,6 +272,9 @@ class WorkerPool:
             for worker in list(self._all):
                 worker.kill()
             self._all.clear()
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
             self._idle = queue.Queue()
             self._started = False
 

@@ -1,11 +1,15 @@
 """The code that runs inside a worker process: symbolic grading that never raises.
 
-Run as `python -m rlvr.verifiers.math.worker TASK_FD RESULT_FD` by the pool; it says
-"ready" once sympy and latex2sympy are imported, then answers tasks one at a time.
+The pool runs `python -m rlvr.verifiers.math.worker --zygote FD`: a process that imports
+and warms up sympy and latex2sympy once, then forks one worker per request. Each worker
+answers tasks one at a time over its own pipes.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -18,11 +22,17 @@ _WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=
 
 
 def handle(task: tuple) -> tuple[str, object]:
-    """`("grade", answer, reference, split_words, simplified)` -> ("ok", bool) or (reason, detail).
+    """`("grade", answer, reference, split_words, simplified)` -> ("ok", bool) or (reason, detail);
+    `("sympy", a, b)` compares through sympy only (the canary).
 
     Reasons: "guard" (refused as too costly), "bad_reference" (the reference does not
     parse), "parse_error" (the answer does not parse).
     """
+    if task[0] == "sympy":  # the canary: latex2sympy and sympy alone
+        try:
+            return "ok", bool(symbolic.equal(symbolic.parse(task[1]), symbolic.parse(task[2])))
+        except Exception as exc:  # noqa: BLE001
+            return "error", f"{type(exc).__name__}: {exc}"
     kind, answer, reference, split_words, simplified = task
     if kind != "grade":
         return "error", f"unknown task {kind!r}"
@@ -65,8 +75,6 @@ def _leaves(node: Node):
 
 def serve(tasks: Connection, results: Connection) -> None:
     """Answer tasks until the caller closes the pipe: send back (result, cpu seconds)."""
-    for answer, reference in _WARM_UP:  # sympy imports and caches lazily: pay that before "ready"
-        handle(("grade", answer, reference, False, False))
     results.send("ready")
     while True:
         try:
@@ -81,5 +89,36 @@ def serve(tasks: Connection, results: Connection) -> None:
             return
 
 
+def zygote(sock: socket.socket) -> None:
+    """Warm up, say "R", then fork a worker for every request until the socket closes.
+
+    A request carries two file descriptors (the worker's task and result pipes); the
+    reply is the worker's pid. Single-threaded, so forking is safe.
+    """
+    for answer, reference in _WARM_UP:  # sympy imports and caches lazily: pay that once, here
+        handle(("grade", answer, reference, False, False))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # dead workers are reaped automatically
+    sock.sendall(b"R")
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 1, 2)
+        except OSError:
+            return
+        if not msg or len(fds) != 2:
+            return
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                serve(Connection(fds[0], writable=False), Connection(fds[1], readable=False))
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(pid.to_bytes(8, "little"))
+
+
 if __name__ == "__main__":
-    serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
+    if sys.argv[1:2] == ["--zygote"]:
+        zygote(socket.socket(fileno=int(sys.argv[2])))
