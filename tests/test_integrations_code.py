@@ -81,3 +81,4 @@ def test_humaneval_over_http():
         assert results[0]["info"]["status"] == "passed" and results[2]["reason"] == "tests_failed"
     finally:
         stop(proc)
+    assert proc.returncode == 0  # the sandbox pool did not hold up the shutdown
