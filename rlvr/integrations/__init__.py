@@ -2,7 +2,7 @@
 
 `trl` (reward functions for TRL's trainers), `verl` (`compute_score` for verl's reward
 managers), `openrlhf` (the reward-function file and remote reward-model format),
-`server`/`serve` (`rlvr serve`). All score through `scoring.score_items`, which keeps one
+`server`/`serve` (`rlvr serve`) and `client` (`RemoteVerifier`, scoring on such a server). All score through `scoring.score_items`, which keeps one
 verifier instance, and so one set of worker pools, per process. Importing this package
 imports none of them.
 """
