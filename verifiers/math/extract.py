@@ -32,6 +32,8 @@ _THE_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)(?!\d)")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n|;")
+_VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "invalid", "reasonable",
+                            "consistent", "confirmed", "verified"})
 _IS = re.compile(r"\b(?:is|are|be|equals|was)\s+", re.IGNORECASE)
 
 
@@ -59,9 +61,9 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
     boxes = find_boxes(region)
     if boxes and boxes[-1].closed:
         tail = region[_box_end(region, boxes[-1]):]
-        for source, finder in _FALLBACKS[:3]:  # a final statement after the boxes overrides them
+        for source, finder in _FALLBACKS[:2]:  # a final statement after the boxes overrides them
             found = finder(tail)
-            if found is not None and normalize(found):
+            if found is not None and normalize(found) and not _PROSE.search(found):
                 return _checked(found, source)
     if boxes:
         return _from_boxes(region, boxes)
@@ -157,7 +159,10 @@ def _statement(pattern: re.Pattern[str]):
         span = _last_math_span(answer)
         if span is not None:
             return span
-        return answer.strip().strip("*").strip() or None
+        answer = answer.strip().strip("*").strip()
+        if answer.lower() in _VERDICT_WORDS:  # "our answer is correct": a check, not an answer
+            return None
+        return answer or None
     return find
 
 

@@ -18,6 +18,7 @@ Conventions where graders differ (see docs/math.md):
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -45,6 +46,9 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
     a, r = normalize(answer), normalize(reference)
     if _key(a) == _key(r):
         return True
+    va, vr = numeric.to_rational(a), numeric.to_rational(r)
+    if va is not None and vr is not None:  # the common case: two plain numbers
+        return scalar_equal(a, r, symbolic, simplified)
     choice = _choice(r, reference)
     if choice is not None:
         return choice == _choice_of_answer(a, answer)
@@ -311,6 +315,7 @@ def _is_words(s: str) -> bool:
     return len(words) > 1 or len(s) > 3 or (len(s) == 3 and any(c in "aeiouAEIOU" for c in s))
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def answer_count(reference: str) -> int:
     """How many values the reference lists (to tell a hedge from a list answer)."""
     return structures.size(parse_structure(normalize(reference), split_words=True))

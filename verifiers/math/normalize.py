@@ -8,6 +8,7 @@ the caller's process on any input that passed the length cap.
 
 from __future__ import annotations
 
+import functools
 import re
 
 # Spacing and sizing commands that carry no meaning.
@@ -44,6 +45,7 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?\.?")
 _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
@@ -120,7 +122,16 @@ def match_brace(s: str, open_at: int, open_ch: str = "{", close_ch: str = "}") -
 
 
 def normalize(s: str) -> str:
-    """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`)."""
+    """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`).
+
+    Short strings are cached: the reference of a group, and repeated answers, are
+    normalised once."""
+    if _PLAIN_NUMBER.fullmatch(s):
+        return s.rstrip(".")
+    return _normalize_cached(s) if len(s) <= 256 else _normalize(s)
+
+
+def _normalize(s: str) -> str:
     s = strip_math_delimiters(s)
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
     s = re.sub(r"(\d),\s*\\!\s*(?=\d{3})", r"\1,", s)  # `11,\! 111`: a thousands separator
@@ -155,6 +166,9 @@ def normalize(s: str) -> str:
     while s.endswith((",", ";", "\\\\")):
         s = s[:-2].rstrip() if s.endswith("\\\\") else s[:-1].rstrip()
     return _SPACE_AROUND.sub(r"\1", s)
+
+
+_normalize_cached = functools.lru_cache(maxsize=1 << 15)(_normalize)
 
 
 def _drop_command(s: str, token: str) -> str:

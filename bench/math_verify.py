@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""rlvr's MathVerifier against math-verify: throughput per CPU-second and accuracy.
+
+Corpora (built once, scored by both systems in the same run):
+- mathverify_speed: the 500 labelled pairs of ../shared/bench/mathverify_speed.py;
+- gsm8k: GSM8K test references, with the dataset's own worked solution ending in a
+  correct final answer (as `#### n`, `\\boxed{n}` or "The answer is n.") and the same
+  solution ending in a wrong number;
+- math500: MATH-500 references with the dataset's own solution (correct), and the
+  solution of another problem whose answer has a different value (incorrect).
+
+Each system runs in its own fresh process (sympy's caches would favour whichever ran
+second). math-verify runs as people use it: `parse(completion)` and `parse("\\boxed{gold}")`
+with its default configs, then `verify`. CPU time counts everything: for rlvr, the
+calling process plus the CPU its worker processes spent on the pairs; pool start-up and
+math-verify's first call are excluded for both. Ends with one RESULT line.
+
+    python bench/math_verify.py                 # full run
+    python bench/math_verify.py --gsm8k 100 --math500 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# This file is named like the package it measures: keep its folder off the import path so
+# that `import math_verify` finds math-verify, not this script.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+DATASETS = SHARED / "datasets"
+
+
+# --- corpora ------------------------------------------------------------------------------
+
+
+def corpus_mathverify_speed(n: int, seed: int) -> list[dict]:
+    sys.path.insert(0, str(SHARED / "bench"))
+    import mathverify_speed  # the peer benchmark's own pair generator
+
+    return [{"completion": p.completion, "reference": p.gold, "label": bool(p.label)}
+            for p in mathverify_speed.build_pairs(n, seed)]
+
+
+def corpus_gsm8k(n: int, seed: int) -> list[dict]:
+    rows = [json.loads(line) for line in (DATASETS / "gsm8k" / "test.jsonl").read_text().splitlines()]
+    rng = random.Random(seed)
+    rng.shuffle(rows)
+    pairs = []
+    for row in rows[:n]:
+        body, _, final = row["answer"].rpartition("####")
+        gold = final.strip().replace(",", "")
+        value = int(gold) if re.fullmatch(r"-?\d+", gold) else None
+        if value is None:
+            continue
+        body = re.sub(r"<<[^>]*>>", "", body).strip()  # the calculator annotations
+        wrong = value + rng.choice([-10, -2, -1, 1, 2, 10, value or 3])
+        for answer, label in ((gold, True), (str(wrong), False)):
+            ending = rng.choice([f"#### {answer}", f"The answer is \\boxed{{{answer}}}.",
+                                 f"So the answer is {answer}.", f"Therefore, the final answer is ${answer}$."])
+            pairs.append({"completion": f"{body}\n{ending}", "reference": gold, "label": label})
+    return pairs
+
+
+def corpus_math500(n: int, seed: int) -> list[dict]:
+    rows = [json.loads(line) for line in (DATASETS / "math500" / "test.jsonl").read_text().splitlines()]
+    rng = random.Random(seed)
+    rows = rows[:n]
+    pairs = []
+    for row in rows:
+        pairs.append({"completion": row["solution"], "reference": row["answer"], "label": True})
+        for _ in range(20):  # another problem's solution whose answer is clearly a different value
+            other = rng.choice(rows)
+            if _clearly_different(row["answer"], other["answer"]):
+                pairs.append({"completion": other["solution"], "reference": row["answer"], "label": False})
+                break
+    return pairs
+
+
+def _clearly_different(a: str, b: str) -> bool:
+    """Different digits and different letters: no chance of two spellings of one value."""
+    def signature(s):
+        s = re.sub(r"\\[a-zA-Z]+", "", s)
+        return sorted(re.findall(r"\d", s)), sorted(re.findall(r"[a-zA-Z]", s))
+    da, la = signature(a)
+    db, lb = signature(b)
+    return da != db and la == lb == []
+
+
+# --- scoring (each system in its own process) ----------------------------------------------
+
+
+def score_rlvr(corpora: dict[str, list[dict]]) -> dict:
+    from rlvr.verifiers.math import MathVerifier
+    from rlvr.verifiers.math.pool import get_pool
+
+    verifier = MathVerifier(timeout=5.0)
+    verifier.start()  # pool start-up and canary: not timed
+    pool = get_pool()
+    out = {}
+    for name, pairs in corpora.items():
+        cpu0, worker0, wall0 = time.process_time(), pool.cpu_seconds, time.perf_counter()
+        scores = verifier.score_batch([p["completion"] for p in pairs], [p["reference"] for p in pairs])
+        cpu = time.process_time() - cpu0 + pool.cpu_seconds - worker0
+        verdicts = [s.value == 1.0 for s in scores]
+        out[name] = _summary(pairs, verdicts, cpu, time.perf_counter() - wall0)
+    return out
+
+
+def score_mathverify(corpora: dict[str, list[dict]]) -> dict:
+    import logging
+
+    from math_verify import parse, verify
+
+    logging.disable(logging.WARNING)
+    verify(parse("\\boxed{\\frac{1}{2}}"), parse("so $\\boxed{0.5}$"))  # first call: not timed
+    out = {}
+    for name, pairs in corpora.items():
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        verdicts = []
+        for p in pairs:
+            try:
+                verdicts.append(bool(verify(parse("\\boxed{" + p["reference"] + "}"), parse(p["completion"]))))
+            except Exception:  # noqa: BLE001 - a crash on one pair counts as a rejection
+                verdicts.append(False)
+        out[name] = _summary(pairs, verdicts, time.process_time() - cpu0, time.perf_counter() - wall0)
+    return out
+
+
+def _summary(pairs, verdicts, cpu, wall) -> dict:
+    correct = sum(v == p["label"] for p, v in zip(pairs, verdicts))
+    false_pos = sum(v and not p["label"] for p, v in zip(pairs, verdicts))
+    false_neg = sum(p["label"] and not v for p, v in zip(pairs, verdicts))
+    return {"pairs": len(pairs), "cpu_s": cpu, "wall_s": wall, "correct": correct, "fp": false_pos, "fn": false_neg}
+
+
+def _in_fresh_process(system: str, corpus_file: str) -> dict:
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", system, "--corpus", corpus_file],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{system} run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--speed-pairs", type=int, default=500)
+    parser.add_argument("--gsm8k", type=int, default=300, help="GSM8K problems (two pairs each)")
+    parser.add_argument("--math500", type=int, default=500, help="MATH-500 problems (two pairs each)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker", choices=["rlvr", "mathverify"], help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        corpora = json.loads(Path(args.corpus).read_text())
+        result = score_rlvr(corpora) if args.worker == "rlvr" else score_mathverify(corpora)
+        print(json.dumps(result))
+        return
+
+    corpora = {"mathverify_speed": corpus_mathverify_speed(args.speed_pairs, args.seed)}
+    if (DATASETS / "gsm8k" / "test.jsonl").exists():
+        corpora["gsm8k"] = corpus_gsm8k(args.gsm8k, args.seed)
+    if (DATASETS / "math500" / "test.jsonl").exists():
+        corpora["math500"] = corpus_math500(args.math500, args.seed)
+    for name, pairs in corpora.items():
+        print(f"corpus {name}: {len(pairs)} pairs ({sum(p['label'] for p in pairs)} correct)")
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(corpora, fh)
+    try:
+        results = {system: _in_fresh_process(system, fh.name) for system in ("rlvr", "mathverify")}
+    finally:
+        os.unlink(fh.name)
+
+    print(f"\n{'corpus':<18}{'system':<12}{'pairs/cpu-s':>12}{'accuracy':>10}{'FP':>5}{'FN':>5}{'wall s':>8}")
+    for name in corpora:
+        for system in ("rlvr", "mathverify"):
+            r = results[system][name]
+            print(f"{name:<18}{system:<12}{r['pairs'] / max(r['cpu_s'], 1e-9):>12.1f}{r['correct'] / r['pairs']:>10.4f}"
+                  f"{r['fp']:>5}{r['fn']:>5}{r['wall_s']:>8.2f}")
+        ratio = (results["mathverify"][name]["cpu_s"] / max(results["rlvr"][name]["cpu_s"], 1e-9))
+        print(f"{name:<18}{'speedup':<12}{ratio:>12.1f}")
+
+    def total(system, key):
+        return sum(results[system][name][key] for name in corpora)
+
+    n = total("rlvr", "pairs")
+    rlvr_rate, mv_rate = n / total("rlvr", "cpu_s"), n / total("mathverify", "cpu_s")
+    summary = {
+        "rlvr_pairs_per_cpu_s": round(rlvr_rate, 1),
+        "mathverify_pairs_per_cpu_s": round(mv_rate, 1),
+        "speedup": round(rlvr_rate / mv_rate, 2),
+        "rlvr_accuracy": round(total("rlvr", "correct") / n, 4),
+        "mathverify_accuracy": round(total("mathverify", "correct") / n, 4),
+    }
+    print(f"\nall corpora: {n} pairs; rlvr {summary['rlvr_pairs_per_cpu_s']} vs math-verify "
+          f"{summary['mathverify_pairs_per_cpu_s']} pairs per CPU-second")
+    print("RESULT " + json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
