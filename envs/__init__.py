@@ -31,7 +31,8 @@ BUILTINS = [
     ("rlvr/MATH500-v0", "math500", "MATH-500 competition problems (difficulty = level 1-5, subject, path)"),
     ("rlvr/HumanEval-v0", "humaneval", "HumanEval function completion, scored in the sandbox (path)"),
     ("rlvr/MBPP-v0", "mbpp", "MBPP Python problems, scored in the sandbox (split test/train/validation/prompt/full)"),
-    ("rlvr/CodeFeedback-v0", "code_feedback", "multi-turn code: failing tests come back (tasks mbpp/humaneval/codegen, max_turns)"),
+    ("rlvr/StdioCode-v0", "stdio_code", "packaged stdin/stdout programming problems, scored in the sandbox (difficulty 1-3)"),
+    ("rlvr/CodeFeedback-v0", "code_feedback", "multi-turn code: failing tests come back (tasks mbpp/humaneval/codegen/stdio, max_turns)"),
     ("rlvr/MathSelfCheck-v0", "math_self_check", "math with an optional self-check turn (tasks arithmetic/gsm8k/math500/...)"),
 ]
 

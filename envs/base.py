@@ -185,6 +185,8 @@ def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] 
         correct_key: Any = ("object", id(verifier))
     elif isinstance(verifier, str):
         correct_key = ("name", verifier)
+    elif type(source).make_verifier is not TaskSource.make_verifier:  # a source with its own verifier object
+        correct_key = ("source", id(source))
     elif verifier is None:
         spec = source.verifier_spec()
         correct_key = ("spec", spec[0], json.dumps(spec[1], sort_keys=True, default=repr), source.require_boxed)

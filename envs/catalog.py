@@ -13,8 +13,9 @@ from rlvr.envs.tasks_arithmetic import ArithmeticTasks
 from rlvr.envs.tasks_code import CodeTasks
 from rlvr.envs.tasks_countdown import CountdownTasks
 from rlvr.envs.tasks_fractions import FractionTasks
+from rlvr.envs.tasks_stdio import StdioTasks
 
-CODE_SOURCES = {"mbpp": MBPPTasks, "humaneval": HumanEvalTasks, "codegen": CodeTasks}
+CODE_SOURCES = {"mbpp": MBPPTasks, "humaneval": HumanEvalTasks, "codegen": CodeTasks, "stdio": StdioTasks}
 MATH_SOURCES = {"arithmetic": ArithmeticTasks, "gsm8k": GSM8KTasks, "math500": MathTasks,
                 "linear": LinearEquationTasks, "fractions": FractionTasks}
 
@@ -42,5 +43,6 @@ gsm8k = env_factory(GSM8KTasks)
 math500 = env_factory(MathTasks)
 humaneval = env_factory(HumanEvalTasks)
 mbpp = env_factory(MBPPTasks)
+stdio_code = env_factory(StdioTasks)
 code_feedback = env_factory(_pick(CODE_SOURCES), CodeFeedbackEnv, ("max_turns",))
 math_self_check = env_factory(_pick(MATH_SOURCES), MathSelfCheckEnv, ("self_check",))

@@ -15,12 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from rlvr.envs.tasks import Task, TaskSource, check_level
+from rlvr.envs.tasks import CODE_HINT, Task, TaskSource, check_level
 from rlvr.verifiers.boxes import find_boxes
 
 DATA_DIR_VAR = "RLVR_DATA_DIR"
 LOCAL_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
-CODE_HINT = "Write your solution as a Python code block (```python ... ```)."
 
 
 def data_root() -> Path:
@@ -150,9 +149,10 @@ class MathTasks(DatasetTasks):
         super().__init__([t for t in self._all if difficulty is None or t.difficulty == difficulty])
 
     def _set_difficulty(self, level: int) -> None:
-        self.difficulty = level
-        self.tasks = [t for t in self._all if t.difficulty == level]
-        self.size = len(self.tasks)
+        tasks = [t for t in self._all if t.difficulty == level]
+        if not tasks:
+            raise ValueError(f"MATH: no tasks of level {level} in this selection")
+        self.difficulty, self.tasks, self.size = level, tasks, len(tasks)
 
 
 # --- HumanEval -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ episode achieved). The step reward is the turn's own reward.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rlvr.envs.base import TaskEnv, action_text
@@ -65,7 +66,7 @@ class CodeFeedbackEnv(MultiTurnEnv):
     def next_message(self, score: Score, info: dict[str, Any]) -> str | None:
         if info["correct"]:
             return None
-        return test_feedback(score)
+        return test_feedback(score, self.task.fields)
 
 
 class MathSelfCheckEnv(MultiTurnEnv):
@@ -80,25 +81,39 @@ class MathSelfCheckEnv(MultiTurnEnv):
         return SELF_CHECK
 
 
-def test_feedback(score: Score) -> str:
-    """A short report of what went wrong, built from the code verifier's details."""
-    details = score.info.get("correct", {}) if isinstance(score.info.get("correct"), dict) else {}
-    reason = score.reasons.get("correct") or score.reason or "wrong"
+def test_feedback(score: Score, fields: dict[str, Any] | None = None) -> str:
+    """A short report of what went wrong, built from the code verifier's per-test verdicts.
+
+    For stdin/stdout tests (`fields["io_tests"]`) a failing case shows its input, the
+    expected output and what the program printed.
+    """
+    details = score.info.get("correct") if isinstance(score.info.get("correct"), dict) else {}
+    io_tests = (fields or {}).get("io_tests") or []
     passed, total = details.get("passed"), details.get("total")
-    lines = []
     if isinstance(passed, int) and isinstance(total, int):
-        lines.append(f"Your code passed {passed} of {total} tests.")
+        lines = [f"Your code passed {passed} of {total} tests."]
     else:
-        lines.append(f"Your code did not pass the tests ({reason}).")
+        lines = [f"Your code did not pass the tests ({score.reasons.get('correct') or score.reason})."]
     failures = [t for t in details.get("tests", []) if isinstance(t, dict) and not t.get("passed")]
     for test in failures[:MAX_FEEDBACK_TESTS]:
-        what = test.get("name") or test.get("input") or ""
-        why = test.get("error") or test.get("status") or "failed"
-        lines.append(f"- {str(what).strip()[:300]}\n  -> {str(why).strip()[:300]}")
+        name = str(test.get("name") or "")
+        why = str(test.get("error") or "failed").strip()[:300]
+        case = re.fullmatch(r"case (\d+)", name)
+        if case and int(case.group(1)) < len(io_tests):
+            io = io_tests[int(case.group(1))]
+            lines.append(f"- input:\n{_clip(io['input'])}\n  expected output:\n{_clip(io['output'])}\n"
+                         f"  your output:\n{_clip(str(test.get('got', '')))}\n  -> {why}")
+        else:
+            lines.append(f"- {_clip(name)}\n  -> {why}")
     if not failures and details.get("error"):
-        lines.append(str(details["error"])[:500])
+        lines.append(_clip(str(details["error"])))
     lines.append("Fix the code and reply with the complete corrected solution in a ```python block.")
     return "\n".join(lines)[:MAX_FEEDBACK_CHARS]
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 __all__ = ["CodeFeedbackEnv", "MathSelfCheckEnv", "MultiTurnEnv", "test_feedback"]

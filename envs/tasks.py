@@ -17,6 +17,8 @@ from typing import Any
 from rlvr.verifiers.boxes import last_boxed
 from rlvr.verifiers.core import NO_ANSWER, Score, Verifier, completion_text
 
+CODE_HINT = "Write your solution as a Python code block (```python ... ```)."
+
 
 @dataclass(frozen=True)
 class Task:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr.envs.tasks import Generator
+from rlvr.envs.tasks import CODE_HINT, Generator
 
 TESTS_PER_TASK = 5
 
@@ -132,7 +132,7 @@ class CodeTasks(Generator):
 
     family = "codegen"
     levels = range(1, 4)
-    system_hint = "Write your solution as a Python code block (```python ... ```)."
+    system_hint = CODE_HINT
 
     def verifier_spec(self) -> tuple[str, dict[str, Any]]:
         return "code", {}
