@@ -73,6 +73,7 @@ class DockerWorker:
         self._stdout = bytearray()
         self._stderr = bytearray()
         self.container = client.containers.create(**container_options(image, limits))
+        self.ident = self.container.short_id
         try:
             raw = client.api.attach_socket(
                 self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}

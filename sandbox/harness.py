@@ -203,6 +203,8 @@ class Config:
         self.nproc = int(job.get("nproc", 64))
         self.scratch = job.get("_scratch") or "/tmp/w"
         self.uid = _job_uid() if isolated else None
+        if not isolated:
+            self.local_nproc = len(_user_processes(os.getuid())) + self.nproc
 
 
 def _job_uid():
@@ -270,8 +272,11 @@ class Runner:
             (resource.RLIMIT_FSIZE, self.cfg.file_mb * mb),
             (resource.RLIMIT_CORE, 0),
         ]
-        if self.cfg.uid is not None:  # per-user count: only meaningful for the dedicated job user
-            limits.append((resource.RLIMIT_NPROC, self.cfg.nproc))
+        if self.cfg.uid is None and os.geteuid() != 0:
+            # Local: RLIMIT_NPROC counts every process of the user, so allow what exists already.
+            # Isolated jobs rely on the container's pids limit instead: the job uid is shared by
+            # all containers, and a per-user count would let one job starve the others.
+            limits.append((resource.RLIMIT_NPROC, self.cfg.local_nproc))
         for which, value in limits:
             resource.setrlimit(which, (value, value))
 
@@ -460,6 +465,8 @@ class Remote:
                 raise RemoteError(f"unusable return value: {exc}") from None
         error = str(reply.get("error"))[:500]
         self._errors.append(error)
+        if error.startswith("MemoryError"):  # out of memory: stop here, as a judge stops on MLE
+            runner.kill()
         raise RemoteError(error)
 
     def __repr__(self):
@@ -497,7 +504,6 @@ class _Verdicts:
         self.failed = {}
 
     def check(self, index, thunk):
-        self.executed.add(index)
         try:
             ok = bool(thunk())
             error = None if ok else "assertion failed"
@@ -505,6 +511,10 @@ class _Verdicts:
             ok, error = False, str(exc)
         except Exception as exc:
             ok, error = False, describe(exc)
+        except BaseException:  # the deadline struck mid-assert: it did not pass
+            self.failed.setdefault(index, "timeout")
+            raise
+        self.executed.add(index)
         if not ok:
             self.failed.setdefault(index, error)
 
@@ -602,6 +612,8 @@ def judge_asserts(job, cfg):
     except RemoteError as exc:
         errors.append(str(exc))
     finally:
+        ended_early = runner.exit_status is not None and not runner.killed_by_us
+        leftovers = stray_processes(cfg, runner)
         runner.close()
     if result["tests"] is None:
         result["tests"] = verdicts.tests(False)
@@ -609,7 +621,8 @@ def judge_asserts(job, cfg):
             for t in result["tests"]:
                 if t["error"] == "not reached":
                     t["error"] = errors[-1]
-    return _finish(result, runner, timed_out, errors)
+    result["leftover_processes"] = leftovers
+    return _finish(result, runner, timed_out, errors, ended_early)
 
 
 def _run_statement(tree, namespace):
@@ -622,7 +635,7 @@ def judge_io(job, cfg):
     compare = job.get("compare", "exact")
     tolerance = float(job.get("float_tolerance", 1e-6))
     code = (job.get("prefix") or "") + (job.get("code") or "")
-    tests, errors, timed_out, last = [], [], False, None
+    tests, errors, timed_out, last, leftovers = [], [], False, None, 0
     for i, case in enumerate(cases):
         name = f"case {i}"
         if timed_out:
@@ -637,6 +650,7 @@ def judge_io(job, cfg):
         except JobTimeout:
             timed_out = True
         finally:
+            leftovers += stray_processes(cfg, runner)
             runner.close()
             kill_job_processes(cfg, None)
         with contextlib.suppress(ValueError, RemoteError):
@@ -657,7 +671,8 @@ def judge_io(job, cfg):
             break
     for j in range(len(tests), len(cases)):
         tests.append({"name": f"case {j}", "passed": False, "error": "not run"})
-    return _finish({"tests": tests}, last, timed_out, errors)
+    crashed = last is not None and last.signal() is not None and not last.killed_by_us
+    return _finish({"tests": tests, "leftover_processes": leftovers}, last, timed_out, errors, crashed)
 
 
 def normalise(text):
@@ -693,7 +708,7 @@ def compare_output(got, expected, mode="exact", tolerance=1e-6):
     return None
 
 
-def _finish(result, runner, timed_out, errors):
+def _finish(result, runner, timed_out, errors, crashed):
     tests = result["tests"]
     passed = sum(1 for t in tests if t["passed"])
     memory = any(e.startswith("MemoryError") for e in errors) or (runner is not None and runner.out_of_memory())
@@ -703,9 +718,7 @@ def _finish(result, runner, timed_out, errors):
         status = "memory"
     elif tests and passed == len(tests):
         status = "passed"
-    elif runner is not None and runner.exit_status is not None and not runner.killed_by_us and (
-        runner.signal() is not None or any(e.startswith("the program ended") for e in errors)
-    ):
+    elif crashed:
         status = "crash"
     else:
         status = "failed"
@@ -735,15 +748,34 @@ def judge(job, cfg):
 
 
 def kill_job_processes(cfg, pid):
-    """SIGKILL everything the job started."""
-    if cfg.uid is not None:
-        _as_job_user(cfg.uid, wipe=False)
-    else:
+    """SIGKILL everything the job started.
+
+    Isolated, this needs no fork (a fork bomb may have used up the pids limit): with
+    CAP_KILL we kill every process of the job user, again and again until none is left,
+    so children forked during a sweep die in the next one.
+    """
+    if cfg.uid is None:
         _kill_local_tree(pid)
+        return
+    for _ in range(500):
+        victims = _user_processes(cfg.uid)
+        if not victims:
+            return
+        for victim in victims:
+            with contextlib.suppress(OSError):
+                os.kill(victim, signal.SIGKILL)
+
+
+def stray_processes(cfg, runner):
+    """Processes the job left running besides the runner itself (daemons, orphans)."""
+    if cfg.uid is None:
+        return 0
+    return len([p for p in _user_processes(cfg.uid) if p != runner.proc.pid])
 
 
 def _as_job_user(uid, wipe):
-    """Fork a cleaner that becomes the job user: `kill(-1)` reaches exactly that user's processes."""
+    """Fork a cleaner that becomes the job user: `kill(-1)` reaches exactly that user's
+    processes, and it may delete whatever that user created in scratch."""
     child = os.fork()
     if child == 0:
         code = 1
@@ -883,6 +915,9 @@ def run_job(job, isolated):
     judge_pid = os.fork()
     if judge_pid == 0:
         os.close(read_fd)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1):  # the server's stdin/stdout carry the protocol: test code must not touch them
+            os.dup2(null, fd)
         try:
             result = judge(job, cfg)
         except BaseException as exc:
@@ -896,8 +931,10 @@ def run_job(job, isolated):
     os.close(write_fd)
     budget = cfg.timeout * max(1, len(job.get("io_tests") or [])) + 5.0
     result = _collect(read_fd, judge_pid, cfg, started + budget)
-    tainted = result.get("status") in ("timeout", "memory", "crash", "error") or result.get("output_exceeded")
+    tainted = (result.get("status") in ("timeout", "memory", "crash", "error")
+               or result.get("output_exceeded") or result.get("leftover_processes"))
     if isolated:
+        kill_job_processes(cfg, None)
         _as_job_user(cfg.uid, wipe=True)
         leftovers = _user_processes(cfg.uid)
         if leftovers:

@@ -36,6 +36,7 @@ class LocalWorker:
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
             start_new_session=True,
         )
+        self.ident = f"local-{self.proc.pid}"
         try:
             hello = self._read_line(time.monotonic() + 30)
             if not hello.get("ready"):

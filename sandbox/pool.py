@@ -137,7 +137,7 @@ class SandboxPool:
                 last_error = str(exc)
                 self._retire(worker)
                 continue
-            result = Result.from_wire(reply, self.backend)
+            result = Result.from_wire(reply, self.backend, worker.ident)
             if result.tainted or result.status == "error":
                 self._retire(worker)
             else:
@@ -186,11 +186,12 @@ def _docker_setup(image: str | None, build: bool):
             f"no Docker engine answers ({type(exc).__name__}: {str(exc)[:160]}); start dockerd or set "
             "DOCKER_HOST, or pass backend='local' where the host is already isolated"
         ) from None
-    image = image or image_tag()
+    if image is None:
+        image = image_tag()
+        if build and not image_exists(client, image):
+            build_image(client, image, log=lambda _msg: None)
     if not image_exists(client, image):
-        if not build:
-            raise SandboxUnavailable(f"the sandbox image {image} is missing; run `rlvr sandbox build`")
-        build_image(client, image, log=lambda _msg: None)
+        raise SandboxUnavailable(f"the sandbox image {image} is missing; run `rlvr sandbox build`")
     return client, image
 
 

@@ -107,13 +107,14 @@ class Result:
     tainted: bool = False
     backend: str = ""
     errors: list[str] = field(default_factory=list)  # what the program raised, for humans
+    worker: str = ""  # which worker ran it (a container id)
 
     @property
     def fraction(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
     @classmethod
-    def from_wire(cls, data: Any, backend: str = "") -> Result:
+    def from_wire(cls, data: Any, backend: str = "", worker: str = "") -> Result:
         if not isinstance(data, dict) or data.get("status") not in STATUSES:
             return cls.infrastructure_error(f"malformed reply from the sandbox: {str(data)[:200]}", backend)
         tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
@@ -128,7 +129,7 @@ class Result:
             stdout=str(data.get("stdout", "")), stderr=str(data.get("stderr", "")),
             truncated=bool(data.get("truncated")), duration=float(data.get("duration") or 0.0),
             error=None if error is None else str(error), tainted=bool(data.get("tainted")), backend=backend,
-            errors=[str(e)[:500] for e in data.get("errors") or []][:5],
+            errors=[str(e)[:500] for e in data.get("errors") or []][:5], worker=worker,
         )
 
     @classmethod
