@@ -122,7 +122,7 @@ class MathVerifier(Verifier):
         answer = found.answer
         if len(answer) > MAX_ANSWER_CHARS:
             return Score(0.0, NO_ANSWER, info={**info, "why": "answer too long"})
-        split_words = wanted > 1
+        split_words = wanted > 1 or grader.is_union(ref)
         if not split_words and has_hedge_words(answer) and not has_hedge_words(ref):
             return Score(0.0, HEDGE, info={**info, "why": "alternatives offered in words"})
         echo = _echoes_question(answer, ref, fields)

@@ -50,12 +50,15 @@ def equal(a: str, b: str) -> bool | None:
             return _same(_Parser(ta, {}).run(), _Parser(tb, {}).run())
         rng = random.Random(1234)
         checked = 0
-        for _ in range(POINTS * 2):
-            env = {n: Fraction(rng.randint(7, 997), rng.randint(5, 331)) for n in names}
+        for k in range(POINTS * 3):
+            env = _point(rng, names, negative=k % 2 == 1)
+            pa, pb = _Parser(ta, env), _Parser(tb, env)
             try:
-                va, vb = _Parser(ta, env).run(), _Parser(tb, env).run()
+                va, vb = pa.run(), pb.run()
             except ZeroDivisionError:
                 continue
+            if pa.left_reals or pb.left_reals:
+                continue  # outside the real domain of one side: not evidence either way
             if not _same(va, vb):
                 return False
             checked += 1
@@ -90,8 +93,8 @@ def proportional(a: tuple[str, str], b: tuple[str, str]) -> bool | None:
         rng = random.Random(4321)
         ratio = None
         checked = 0
-        for _ in range(POINTS * 2):
-            env = {n: Fraction(rng.randint(7, 997), rng.randint(5, 331)) for n in names}
+        for k in range(POINTS * 3):
+            env = _point(rng, names, negative=k % 2 == 1)
             try:
                 da = _add(_Parser(ta[0], env).run(), _neg(_Parser(ta[1], env).run()))
                 db = _add(_Parser(tb[0], env).run(), _neg(_Parser(tb[1], env).run()))
@@ -112,6 +115,13 @@ def proportional(a: tuple[str, str], b: tuple[str, str]) -> bool | None:
         return None
     except (GiveUp, ZeroDivisionError, ValueError, OverflowError, RecursionError):
         return None
+
+
+def _point(rng: random.Random, names: list[str], negative: bool) -> dict[str, Fraction]:
+    """Random rationals for the variables; every other point has some negative coordinates, so
+    that `|x|` and `\\sqrt{x^2}` are told apart from `x`."""
+    return {n: Fraction(rng.randint(7, 997), rng.randint(5, 331)) * (-1 if negative and rng.random() < 0.7 else 1)
+            for n in names}
 
 
 def _same(x, y) -> bool:
@@ -157,6 +167,13 @@ class _Parser:
         self.pos = 0
         self.env = env
         self.depth = 0
+        self.left_reals = False  # a root, power or log of a real gave a non-real value
+
+    def real(self, value):
+        """Note when a real computation leaves the reals (`\\sqrt{x}` at x < 0)."""
+        if isinstance(value, mpmath.mpc) and value.imag != 0 and "i" not in self.tokens:
+            self.left_reals = True
+        return value
 
     def run(self):
         value = self.expr()
@@ -215,7 +232,7 @@ class _Parser:
         if self.peek() == "^":
             self.take()
             exponent = self.exponent()
-            return _pow(base, exponent)
+            return self.real(_pow(base, exponent))
         return base
 
     def exponent(self):
@@ -279,13 +296,13 @@ class _Parser:
             if self.peek() == "[":
                 index = self.group("[", "]")
             radicand = self.group("{", "}")
-            return _root(radicand, index if index is not None else Fraction(2))
+            return self.real(_root(radicand, index if index is not None else Fraction(2)))
         if token in _FUNCS:
             self.take()
             if self.peek() == "^":  # \sin^2 x: too ambiguous to guess here
                 raise GiveUp("function power")
             arg = self.group("(", ")") if self.peek() == "(" else self.group("{", "}")
-            return _FUNCS[token](_mp(arg))
+            return self.real(_FUNCS[token](_mp(arg)))
         raise GiveUp(f"unknown token {token!r}")
 
 

@@ -27,8 +27,7 @@ from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.structures import Node, is_name, is_symbol, parse_structure
 
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
-_CHOICE_ANSWER = re.compile(r"^(?:\\text\{)?\s*(?:option|choice)?\s*\(?([A-Ea-e])\)?[.:]?\s*\}?(?:\s.*)?$",
-                            re.IGNORECASE)
+_CHOICE_ANSWER = re.compile(r"^(?:option|choice)?\s*(?:\(([A-Ea-e])\)|([A-Ea-e])(?:[).:]|\s|$))", re.IGNORECASE)
 _BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 _DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
 MIN_ROUNDED_DIGITS = 10
@@ -73,13 +72,16 @@ def _choice(norm: str, raw: str) -> str | None:
 
 
 def _choice_of_answer(norm: str, raw: str) -> str | None:
-    m = _CHOICE.match(norm.strip()) or _CHOICE_ANSWER.match(norm.strip())
-    return m.group(1).upper() if m else None
+    m = _CHOICE.match(norm.strip())
+    if m:
+        return m.group(1).upper()
+    m = _CHOICE_ANSWER.match(norm.strip())
+    return (m.group(1) or m.group(2)).upper() if m else None
 
 
 def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     # An assignment `x = 3` answers `3`, and `3` answers `x = 3`.
-    if a.kind == "eq" and r.kind != "eq" and is_name(a.items[0].text):
+    if a.kind == "eq" and r.kind != "eq" and (is_name(a.items[0].text) or _true_statement(a)):
         a = parse_structure(a.items[1].text)
     if r.kind == "eq" and a.kind != "eq" and is_name(r.items[0].text):
         r = parse_structure(r.items[1].text)
@@ -90,9 +92,15 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     if r.kind in ("list", "set") and len(r.items) == 1:
         return _equal(a, r.items[0], symbolic, simplified)
     if a.kind == "list" and r.kind == "tuple":  # `1, 2` for the point `(1, 2)`: in order
-        return _ordered(a.items, r.items, symbolic, simplified)
+        return _ordered(_unassign(a.items), r.items, symbolic, simplified)
+    if r.kind == "list" and a.kind == "tuple":  # `(1, 2)` for `a = 1, b = 2`
+        return _ordered(a.items, _unassign(r.items), symbolic, simplified)
+    if a.kind == "list" and r.kind == "union":  # `x < -2 or x > 2`
+        return _unordered(a.items, r.items, symbolic, simplified)
     if a.kind == "matrix" or r.kind == "matrix":
         return _matrix_equal(a, r, symbolic, simplified)
+    if {a.kind, r.kind} in ({"rel", "tuple"}, {"rel", "union"}):
+        return _relation_as_set(a, r, symbolic)
     if a.kind != r.kind:
         return False
     if a.kind == "scalar":
@@ -110,6 +118,15 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
             return _relation_symbolic(a, r, symbolic)
         return _ordered(a.items, r.items, symbolic, simplified) or _relation_symbolic(a, r, symbolic)
     return False
+
+
+def _true_statement(node: Node) -> bool:
+    """`5 + 1 = 6`: a worked computation whose two numeric sides agree; its value is the right side."""
+    lhs, rhs = node.items[0].text, node.items[1].text
+    if re.search(r"[a-zA-Z]", lhs.replace("\\frac", "").replace("\\sqrt", "").replace("\\cdot", "")
+                 .replace("\\times", "")):
+        return False
+    return evaluate.equal(lhs, rhs) is True
 
 
 def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
@@ -208,6 +225,25 @@ def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
                      sym.parse(f"{r.items[0].text}={r.items[1].text}"))
 
 
+def _relation_as_set(a: Node, r: Node, symbolic: bool) -> bool:
+    """`-x > -1` against `(-\\infty, 1)`: solve the inequality for its one variable."""
+    if not symbolic:
+        raise NeedsSymbolic("inequality")
+    from rlvr.verifiers.math import symbolic as sym
+
+    rel, other = (a, r) if a.kind == "rel" else (r, a)
+    if len(rel.items) != 2 or rel.text not in ("<", ">", "\\leq", "\\geq"):
+        return False
+    solved = sym.solve_inequality(f"{rel.items[0].text}{rel.text}{rel.items[1].text}")
+    if solved is None:
+        return False
+    parts = other.items if other.kind == "union" else (other,)
+    if any(p.kind != "tuple" or len(p.items) != 2 for p in parts):
+        return False
+    target = sym.union_of([(p.open, sym.parse(p.items[0].text), sym.parse(p.items[1].text), p.close) for p in parts])
+    return sym.equal(solved, target)
+
+
 def _relation_symbolic(a: Node, r: Node, symbolic: bool) -> bool:
     if not symbolic:
         raise NeedsSymbolic("relation")
@@ -274,10 +310,12 @@ def _rounded(decimal: str, exact) -> bool:
 
 
 def _percent_dropped(a: str, r: str, va: Fraction, vr: Fraction) -> bool:
-    """`50%` answers `50` and `50` answers `50%`: the percent sign is only a unit."""
+    """`50%` answers `50` and `50` answers `50%`: the percent sign is only a unit. Not below 1,
+    where both readings are plausible numbers (`0.5%` is not `0.5`)."""
     if a.endswith("%") == r.endswith("%"):
         return False
-    return numeric.to_rational(a.rstrip("%")) == numeric.to_rational(r.rstrip("%"))
+    bare = numeric.to_rational(a.rstrip("%"))
+    return bare is not None and abs(bare) >= 1 and bare == numeric.to_rational(r.rstrip("%"))
 
 
 def _base_equal(a: str, r: str) -> bool | None:
@@ -313,6 +351,12 @@ def _is_words(s: str) -> bool:
     if any(w.lower() in _FUNCTION_WORDS for w in words):
         return False
     return len(words) > 1 or len(s) > 3 or (len(s) == 3 and any(c in "aeiouAEIOU" for c in s))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def is_union(reference: str) -> bool:
+    """Whether the reference is a union of intervals (whose answer may join parts with "or")."""
+    return parse_structure(normalize(reference)).kind == "union"
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -20,7 +20,7 @@ _DROP = (
 _SPACES = ("\\qquad", "\\quad", "\\!", "\\,", "\\;", "\\:", "\\>", "\\ ", "~", "\\hspace", "\\enspace")
 _RENAME = {
     "\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cfrac": "\\frac",
-    "\\le ": "\\leq ", "\\ge ": "\\geq ", "\\leqslant": "\\leq", "\\geqslant": "\\geq",
+    "\\leqslant": "\\leq", "\\geqslant": "\\geq",
     "\\lbrace": "\\{", "\\rbrace": "\\}", "\\lbrack": "[", "\\rbrack": "]", "\\lvert": "|", "\\rvert": "|",
     "\\vert": "|", "\\lt": "<", "\\gt": ">", "\\neq": "\\ne", "\\to": "\\rightarrow",
     "\\bmatrix": "bmatrix", "\\tiny": "", "\\infin": "\\infty", "\\dots": "\\ldots", "\\cdots": "\\ldots",
@@ -45,6 +45,10 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
+_LE_GE = re.compile(r"\\[lg]e(?![a-zA-Z])")
+_MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*\)")
+_ANSWER_PREFIX = re.compile(r"^\s*(?:\\text\{\s*)?(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*\}?\s*", re.IGNORECASE)
+_CELSIUS = re.compile(r"\^\s*\{?\\circ\}?\s*(?:\\(?:text|mathrm)\s*\{\s*[CF]\s*\}|[CF](?![a-zA-Z]))")
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?\.?")
 _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
@@ -145,6 +149,10 @@ def _normalize(s: str) -> str:
     for old, new in _RENAME.items():
         s = s.replace(old, new)
     s = _OVER.sub("/", s)
+    s = _LE_GE.sub(lambda m: m.group(0) + "q", s)
+    s = _MOD.sub("", s)
+    s = _ANSWER_PREFIX.sub("", s)
+    s = _CELSIUS.sub("", s)
     for token in _DEGREES:
         s = s.replace(token, "")
     if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value
@@ -154,6 +162,7 @@ def _normalize(s: str) -> str:
     for command in _UNWRAP:
         if command in s:
             s = unwrap(s, command)
+    s = _strip_units(s)  # again: `\text{18 eggs}` shows its unit only once unwrapped
     s = s.replace("\\$", "").replace("$", "")
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
     s = _FRAC_HALF.sub(r"\\frac\1{\2}", s)

@@ -128,6 +128,24 @@ def value(expr):
     return None
 
 
+def solve_inequality(text: str):
+    """The solution set of a one-variable inequality over the reals, or None."""
+    rel = parse(text)
+    if not isinstance(rel, sympy.Rel) or len(rel.free_symbols) != 1:
+        return None
+    var = next(iter(rel.free_symbols))
+    real = sympy.Symbol(var.name, real=True)
+    return sympy.solve_univariate_inequality(rel.subs(var, real), real, relational=False)
+
+
+def union_of(parts):
+    """A sympy set from (open bracket, start, end, close bracket) intervals."""
+    out = sympy.S.EmptySet
+    for opening, start, end, closing in parts:
+        out = sympy.Union(out, sympy.Interval(start, end, left_open=opening == "(", right_open=closing == ")"))
+    return out
+
+
 def equal(a, b) -> bool:
     """Whether two parsed answers are equal (sympy expressions, sets, matrices, relations)."""
     if isinstance(a, sympy.MatrixBase) or isinstance(b, sympy.MatrixBase):
@@ -171,16 +189,23 @@ def _constants_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
 
 
 def _functions_equal(a: sympy.Expr, b: sympy.Expr, symbols: list) -> bool:
-    """Equal at random points (relative tolerance), or a difference that simplifies to 0."""
+    """Equal at random real points (relative tolerance), or a difference that simplifies to 0.
+
+    Every other point has negative coordinates (`|x|` is not `x`); a point where a side
+    that does not use `i` takes a non-real value is outside its real domain and skipped."""
     rng = random.Random(0)
+    real = not (a.has(sympy.I) or b.has(sympy.I))
     agreed = 0
-    for _ in range(12):
-        point = {s: sympy.Rational(rng.randint(11, 290), 97) for s in symbols}
+    for k in range(18):
+        point = {s: sympy.Rational(rng.randint(11, 290), 97) * (-1 if k % 2 and rng.random() < 0.7 else 1)
+                 for s in symbols}
         try:
             va, vb = complex(a.subs(point).evalf(30)), complex(b.subs(point).evalf(30))
         except (TypeError, ValueError, ZeroDivisionError, OverflowError):
             continue
         if any(v != v or abs(v) == float("inf") for v in (va, vb)):
+            continue
+        if real and (abs(va.imag) > 1e-12 * max(1.0, abs(va)) or abs(vb.imag) > 1e-12 * max(1.0, abs(vb))):
             continue
         if abs(va - vb) > REL_TOL_POINTS * max(1.0, abs(va), abs(vb)):
             return False
@@ -204,6 +229,8 @@ def _set_equal(a, b) -> bool:
     if isinstance(a, sympy.Interval) and isinstance(b, sympy.Interval):
         return (a.left_open == b.left_open and a.right_open == b.right_open
                 and equal(a.start, b.start) and equal(a.end, b.end))
+    if isinstance(a, sympy.Union) and isinstance(b, sympy.Union):
+        return _set_equal(sympy.FiniteSet(*a.args), sympy.FiniteSet(*b.args))
     return a == b
 
 

@@ -18,7 +18,8 @@ from rlvr.verifiers.math import grader, symbolic
 from rlvr.verifiers.math.normalize import normalize
 from rlvr.verifiers.math.structures import Node, parse_structure
 
-_WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=0"), ("x^{y}+\\ln x", "x^y"))
+_WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=0"), ("x^{y}+\\ln x", "x^y"),
+            ("x^2 > 1", "(-\\infty,-1)\\cup(1,\\infty)"), ("\\sin^2 x+\\cos^2 x", "1"), ("\\binom{5}{2}", "10"))
 
 
 def handle(task: tuple) -> tuple[str, object]:
