@@ -593,6 +593,8 @@ def judge_asserts(job, cfg):
             namespace["__rlvr_assert__"] = verdicts.check
             exec(compile(trees[0], "<tests>", "exec"), namespace)
             entry = job.get("entry_point") or "solution"
+            if entry in remote_names:  # tests may call the function by name (HumanEval/33), as originally
+                namespace[entry] = make_remote(entry)
             completed = True
             try:
                 namespace["check"](make_remote(entry))
