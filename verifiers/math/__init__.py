@@ -7,7 +7,9 @@ hard wall-clock limit applies. See docs/math.md for the rules and conventions.
 
 from __future__ import annotations
 
+import decimal
 import math
+import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -169,8 +171,8 @@ def _reference_text(reference: Any) -> str | Score:
     """The reference as an unboxed string, or a bad_reference score."""
     if isinstance(reference, bool) or reference is None:
         return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference is {reference!r}"})
-    if isinstance(reference, (int, float)):
-        if isinstance(reference, float) and not math.isfinite(reference):
+    if isinstance(reference, (numbers.Real, decimal.Decimal)):  # 42, 0.5, Fraction(1, 2), Decimal("2.5")
+        if not math.isfinite(float(reference)):
             return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference is {reference!r}"})
         reference = repr(reference) if isinstance(reference, float) else str(reference)
     if not isinstance(reference, str):

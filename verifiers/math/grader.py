@@ -24,10 +24,11 @@ from fractions import Fraction
 
 from rlvr.verifiers.math import evaluate, numeric, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
-from rlvr.verifiers.math.structures import Node, is_name, is_symbol, parse_structure
+from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
 _CHOICE_ANSWER = re.compile(r"^(?:option|choice)?\s*(?:\(([A-Ea-e])\)|([A-Ea-e])(?:[).:]|\s|$))", re.IGNORECASE)
+_CLOCK = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:am|pm|a\.m\.|p\.m\.))?$", re.IGNORECASE)
 _BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 _DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
 MIN_ROUNDED_DIGITS = 10
@@ -207,13 +208,9 @@ def _flat_vector(rows):
 
 def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     la, lr = a.items[0].text, r.items[0].text
-    if is_symbol(la) and is_symbol(lr) and _key(la) == _key(lr):
-        try:
-            if _equal(parse_structure(a.items[1].text), parse_structure(r.items[1].text), symbolic, simplified):
-                return True
-        except NeedsSymbolic:
-            if not symbolic:
-                raise
+    if is_name(la) and is_name(lr) and _key(la) == _key(lr) and not _is_expression(r.items[1].text, lr):
+        # `D = (0, 1)` against `D = (0, 1.5)`: the same name, so the values decide
+        return _equal(parse_structure(a.items[1].text), parse_structure(r.items[1].text), symbolic, simplified)
     fast = evaluate.proportional((la, a.items[1].text), (lr, r.items[1].text))
     if fast is not None:
         return fast
@@ -223,6 +220,11 @@ def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
 
     return sym.equal(sym.parse(f"{a.items[0].text}={a.items[1].text}"),
                      sym.parse(f"{r.items[0].text}={r.items[1].text}"))
+
+
+def _is_expression(rhs: str, name: str) -> bool:
+    """Whether the right side uses the named variable (`y = 2y - 3`): then it is an equation."""
+    return bool(re.search(rf"(?<![A-Za-z\\]){re.escape(name.strip())}(?![A-Za-z])", rhs)) if len(name.strip()) == 1 else False
 
 
 def _relation_as_set(a: Node, r: Node, symbolic: bool) -> bool:
@@ -265,6 +267,8 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     base = _base_equal(a, r)
     if base is not None:
         return base
+    if _CLOCK.match(r.strip()) or _CLOCK.match(a.strip()):  # a time of day is text: `12:00` is not `1:00`
+        return _key(a).lower() == _key(r).lower()
     va, vr = numeric.to_rational(a), numeric.to_rational(r)
     if va is not None and vr is not None:
         if va == vr:

@@ -22,7 +22,7 @@ from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 
 MAX_DEPTH = 40
 MAX_POW_BITS = 20_000  # |exponent| * log2|base| allowed for an integer power
-MAX_FACTORIAL = 2000
+MAX_FACTORIAL = 10_000
 PRECISION = 60  # digits for comparing constants
 REL_TOL_CONST = sympy.Float("1e-100", 120)  # evalf noise on a true zero
 REL_TOL_POINTS = 1e-9
@@ -104,7 +104,7 @@ def _check_pow(node) -> None:
             e = float(sympy.N(exponent, 15))
         except (TypeError, ValueError):
             return
-        if abs(e) * max(1.0, _log2(base)) > MAX_POW_BITS:
+        if abs(e) > 1 and abs(e) * max(1.0, _log2(base)) > MAX_POW_BITS:
             raise Guarded("power too large")
 
 
@@ -162,6 +162,8 @@ def equal(a, b) -> bool:
 
 
 def expr_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    if a.has(sympy.zoo, sympy.nan) or b.has(sympy.zoo, sympy.nan):
+        return False  # undefined (`1/0`): equal to nothing, not even itself
     if a == b:
         return True
     if a.has(sympy.oo, -sympy.oo, sympy.zoo) or b.has(sympy.oo, -sympy.oo, sympy.zoo):
