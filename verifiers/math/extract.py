@@ -32,6 +32,7 @@ _THE_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)(?!\d)")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n|;")
+_HEDGED = "\x00hedge"  # a finder's way of saying "several different answers"
 _VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "invalid", "reasonable",
                             "consistent", "confirmed", "verified"})
 _IS = re.compile(r"\b(?:is|are|be|equals|was)\s+", re.IGNORECASE)
@@ -86,6 +87,8 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
 
 
 def _checked(answer: str, source: str) -> Extraction:
+    if answer is _HEDGED:
+        return Extraction(None, HEDGE, source, why="several different <answer> blocks")
     answer = answer.strip()
     if not answer or not normalize(answer):
         return Extraction(None, NO_ANSWER, source, why="empty answer")
@@ -132,7 +135,13 @@ def _same(a: str, b: str) -> bool:
 
 def _answer_tag(region: str) -> str | None:
     found = _ANSWER_TAG.findall(region)
-    return found[-1] if found else None
+    if not found:
+        return None
+    distinct = []
+    for item in found:
+        if not any(_same(item, seen) for seen in distinct):
+            distinct.append(item)
+    return found[-1] if len(distinct) == 1 else _HEDGED  # several different answer blocks
 
 
 def _statement(pattern: re.Pattern[str]):

@@ -29,6 +29,7 @@ from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
 _CHOICE_ANSWER = re.compile(r"^(?:option|choice)?\s*(?:\(([A-Ea-e])\)|([A-Ea-e])(?:[).:]|\s|$))", re.IGNORECASE)
 _CLOCK = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:am|pm|a\.m\.|p\.m\.))?$", re.IGNORECASE)
+_OTHER_CHOICE = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 _BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 _DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
 MIN_ROUNDED_DIGITS = 10
@@ -77,7 +78,9 @@ def _choice_of_answer(norm: str, raw: str) -> str | None:
     if m:
         return m.group(1).upper()
     m = _CHOICE_ANSWER.match(norm.strip())
-    return (m.group(1) or m.group(2)).upper() if m else None
+    if not m or _OTHER_CHOICE.search(norm.strip()[m.end():]):
+        return None  # `(B) or (C)`, `(B), (C)`: not one choice
+    return (m.group(1) or m.group(2)).upper()
 
 
 def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:

@@ -45,6 +45,7 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
+_LONE_VARIABLE = re.compile(r"\s*[a-zA-Z](?:_\{?\w+\}?)?\s*")
 _LE_GE = re.compile(r"\\[lg]e(?![a-zA-Z])")
 _MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*\)")
 _ANSWER_PREFIX = re.compile(r"^\s*(?:\\text\{\s*)?(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*\}?\s*", re.IGNORECASE)
@@ -157,7 +158,7 @@ def _normalize(s: str) -> str:
         s = s.replace(token, "")
     if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value
         left, right = s.split("\\approx", 1)
-        s = left if re.search(r"\d", left) else right.split("\\approx")[0]
+        s = right.split("\\approx")[0] if _LONE_VARIABLE.fullmatch(left) or not left.strip() else left
     s = _strip_units(s)
     for command in _UNWRAP:
         if command in s:
