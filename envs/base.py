@@ -13,6 +13,7 @@ The reward is `Composite({"correct": task verifier, "format": ThinkFormat (with 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,7 +30,9 @@ DEFAULT_FORMAT_WEIGHT = 0.1
 THINK_HINT = "First think step by step inside <think> </think> tags, then give your final answer after them."
 
 TIMING_KEYS = ("duration",)
-_REWARDS: dict[tuple, Composite] = {}  # shared reward objects, by configuration
+# Shared reward objects by configuration, alive as long as some env uses them (a verifier
+# object in a key stays alive with its reward, so its id cannot be reused meanwhile).
+_REWARDS: weakref.WeakValueDictionary[tuple, Composite] = weakref.WeakValueDictionary()
 
 
 class TaskEnv(gym.Env):
@@ -185,17 +188,18 @@ def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] 
         correct_key: Any = ("object", id(verifier))
     elif isinstance(verifier, str):
         correct_key = ("name", verifier)
-    elif type(source).make_verifier is not TaskSource.make_verifier:  # a source with its own verifier object
-        correct_key = ("source", id(source))
+    elif type(source).make_verifier is not TaskSource.make_verifier:  # the source builds its own: not shared
+        return _build_reward(source, think, weights, verifier)
     elif verifier is None:
         spec = source.verifier_spec()
         correct_key = ("spec", spec[0], json.dumps(spec[1], sort_keys=True, default=repr), source.require_boxed)
     else:
         raise TypeError(f"verifier must be a Verifier or a registered name, got {type(verifier).__name__}")
     key = (correct_key, think, tuple(sorted(weights.items())))
-    if key not in _REWARDS:
-        _REWARDS[key] = _build_reward(source, think, weights, verifier)
-    return _REWARDS[key]
+    reward = _REWARDS.get(key)
+    if reward is None:
+        reward = _REWARDS[key] = _build_reward(source, think, weights, verifier)
+    return reward
 
 
 def _build_reward(source, think, weights, verifier) -> Composite:
