@@ -80,6 +80,10 @@ def test_response_is_cut_out_of_the_query():
                          "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n") == "A 4"
     assert response_text("answer 4</s>  <|endoftext|>\n", None) == "answer 4"
     assert response_text("prompt not found here", "other prompt") == "prompt not found here"
+    # The prompt came back from the tokenizer with different spacing: cut at the assistant turn.
+    assert response_text("<|im_start|>user\nq  ?<|im_end|>\n<|im_start|>assistant\n<think>a</think> 4<|im_end|>",
+                         "<|im_start|>user\nq ?<|im_end|>\n<|im_start|>assistant\n") == "<think>a</think> 4"
+    assert response_text("[INST] q [/INST] 4</s>", "[INST] q  [/INST]") == " 4"
 
 
 def test_labels_are_references_or_json_tasks():

@@ -5,8 +5,9 @@ OpenRLHF hands a reward function, or POSTs to a reward server, three parallel li
 text) and `labels` (the dataset's `--label_key` column). It reads back `rewards` (for the
 advantages), `scores` (0/1, for dynamic filtering) and `extra_logs` (per-query metrics).
 
-Here the response is the query with its prompt prefix and trailing end-of-turn tokens
-removed. A label is the reference answer; a label that is a JSON object may instead carry
+Here the response is the query with its prompt prefix (or, when the prompt text is not
+found verbatim, everything up to the last assistant-turn marker of a common chat template)
+and trailing end-of-turn tokens removed. A label is the reference answer; a label that is a JSON object may instead carry
 `reference`, a `verifier` name for mixed datasets, and any task fields (e.g. `test_list`).
 `scores` is 1 where the reward reached the verifier's best. `extra_logs` has one list per
 component and per reason (`rlvr/<reason>`, 0 or 1), the same keys for every query.
@@ -30,13 +31,23 @@ from rlvr.verifiers.core import REASONS
 END_MARKERS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "</s>", "<eos>")
 
 
+# Where common chat templates start the assistant's turn: the fallback when the decoded query
+# does not contain the prompt text verbatim (a tokenizer round trip can change whitespace).
+ASSISTANT_STARTS = ("<|im_start|>assistant\n", "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                    "<|assistant|>\n", "[/INST]")
+
+
 def response_text(query: str, prompt: str | None) -> str:
     """The model's response: `query` after its prompt, without trailing end-of-turn tokens."""
     text = query
-    if prompt:
-        at = query.find(prompt)
+    at = query.find(prompt) if prompt else -1
+    if at >= 0:
+        text = query[at + len(prompt):]
+    else:
+        starts = [(query.rfind(m), m) for m in ASSISTANT_STARTS]
+        at, marker = max(starts)
         if at >= 0:
-            text = query[at + len(prompt):]
+            text = query[at + len(marker):]
     while True:
         stripped = text.rstrip()
         for marker in END_MARKERS:
