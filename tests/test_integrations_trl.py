@@ -34,8 +34,8 @@ def test_dataset_columns_become_reference_and_task_fields():
             return super().score(completion, reference, **fields)
 
     reward = RewardFunc(Recorder(), reference="answer")
-    reward(prompts=["q"], completions=[GOOD], answer=["4"], level=[3], trainer_state=object(),
-           log_extra=None, log_metric=None, completion_ids=[[1, 2]])
+    reward(prompts=["q"], completions=[GOOD], answer=["4"], level=[3], reference=["a column"],
+           trainer_state=object(), log_extra=None, log_metric=None, completion_ids=[[1, 2]])
     assert seen == [("4", {"level": 3})]
     seen.clear()
     RewardFunc(Recorder(), reference="answer", fields=[])(prompts=["q"], completions=[GOOD], answer=["4"], level=[3])

@@ -28,6 +28,7 @@ from rlvr.verifiers.core import Verifier
 # Keyword arguments TRL adds that are not dataset columns.
 TRL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
 SEED_COLUMN = "rlvr_seed"
+SCORE_ARGUMENTS = frozenset({"completion", "reference"})  # `Verifier.score`'s own parameters, never fields
 
 
 class _Logged:
@@ -57,7 +58,8 @@ class RewardFunc(_Logged):
     """A TRL reward function that scores with verifier `verifier` (a registered name or an instance).
 
     `reference`: the dataset column holding the reference answer (None: no reference).
-    `fields`: the columns passed as task fields (default: every dataset column but the reference).
+    `fields`: the columns passed as task fields (default: every dataset column but the reference,
+    and but columns named `completion` or `reference`, which are `score`'s own parameters).
     `when`: `{column: value or list of values}`; rows that do not match get None.
     `options`: constructor options when `verifier` is a name.
     """
@@ -87,7 +89,8 @@ class RewardFunc(_Logged):
         n = len(completions)
         columns = {k: v for k, v in kwargs.items() if k not in TRL_KWARGS}
         references = self._column(columns, self.reference, n) if self.reference else [None] * n
-        names = self.fields if self.fields is not None else [k for k in columns if k != self.reference]
+        names = self.fields if self.fields is not None else [
+            k for k in columns if k != self.reference and k not in SCORE_ARGUMENTS]
         field_columns = {k: self._column(columns, k, n) for k in names}
         rows = [i for i in range(n) if all(self._column(columns, k, n)[i] in ok for k, ok in self.when.items())]
         verifier = self.verifier if isinstance(self.verifier, Verifier) else get_verifier(self.verifier, self.options)
