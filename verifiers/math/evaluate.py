@@ -14,25 +14,35 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from fractions import Fraction
 
 import mpmath
 
 DIGITS = 60
-REL_TOL = mpmath.mpf(10) ** -45  # agreement needed between two irrational values
+REL_TOL = 1e-45  # relative agreement needed between two irrational values
 MAX_DEPTH = 60
 MAX_POWER_BITS = 4000
 MAX_FACTORIAL = 300
 MAX_INEXACT_BITS = 120
 POINTS = 6
 
-_ctx = mpmath.MPContext()  # our own precision, untouched by other users of mpmath
-_ctx.dps = DIGITS
+_local = threading.local()
+
+
+def _c() -> mpmath.MPContext:
+    """This thread's mpmath context: our own precision, untouched by other users of mpmath
+    and by other threads (mpmath functions raise and restore a context's precision)."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        ctx = _local.ctx = mpmath.MPContext()
+        ctx.dps = DIGITS
+    return ctx
+
 
 _TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\[a-zA-Z]+|\\.|[a-zA-Z]|\S)")
-_FUNCS = {"\\sin": _ctx.sin, "\\cos": _ctx.cos, "\\tan": _ctx.tan, "\\ln": _ctx.ln, "\\exp": _ctx.exp,
-          "\\sec": _ctx.sec, "\\csc": _ctx.csc, "\\cot": _ctx.cot, "\\arcsin": _ctx.asin,
-          "\\arccos": _ctx.acos, "\\arctan": _ctx.atan}
+_FUNCS = {"\\sin": "sin", "\\cos": "cos", "\\tan": "tan", "\\ln": "ln", "\\exp": "exp", "\\sec": "sec",
+          "\\csc": "csc", "\\cot": "cot", "\\arcsin": "asin", "\\arccos": "acos", "\\arctan": "atan"}
 _TIMES = ("*", "\\cdot", "\\times")
 _DIVIDE = ("/", "\\div")
 
@@ -127,11 +137,11 @@ def _point(rng: random.Random, names: list[str], negative: bool) -> dict[str, Fr
 def _same(x, y) -> bool:
     if isinstance(x, Fraction) and isinstance(y, Fraction):
         return x == y
-    x, y = _ctx.mpmathify(_mp(x)), _ctx.mpmathify(_mp(y))
+    x, y = _c().mpmathify(_mp(x)), _c().mpmathify(_mp(y))
     scale = max(abs(x), abs(y))
     if scale == 0:
         return True
-    if not (_ctx.isfinite(x) and _ctx.isfinite(y)):
+    if not (_c().isfinite(x) and _c().isfinite(y)):
         raise GiveUp("non-finite value")
     return abs(x - y) <= REL_TOL * scale
 
@@ -157,7 +167,7 @@ def _mp(v):
     if isinstance(v, Fraction):
         if max(v.numerator.bit_length(), v.denominator.bit_length()) > MAX_INEXACT_BITS:
             raise GiveUp("rational too fine for 60-digit comparison")
-        return _ctx.mpf(v.numerator) / v.denominator
+        return _c().mpf(v.numerator) / v.denominator
     return v
 
 
@@ -171,7 +181,7 @@ class _Parser:
 
     def real(self, value):
         """Note when a real computation leaves the reals (`\\sqrt{x}` at x < 0)."""
-        if isinstance(value, mpmath.mpc) and value.imag != 0 and "i" not in self.tokens:
+        if not isinstance(value, Fraction) and value.imag != 0 and "i" not in self.tokens:
             self.left_reals = True
         return value
 
@@ -278,13 +288,13 @@ class _Parser:
         if len(token) == 1 and token.isalpha():
             self.take()
             if token == "e":
-                return _ctx.e
+                return _c().e
             if token == "i":
-                return _ctx.mpc(0, 1)
+                return _c().mpc(0, 1)
             return self.env[token]
         if token == "\\pi":
             self.take()
-            return _ctx.pi
+            return _c().pi
         if token == "\\frac":
             self.take()
             num = self.group("{", "}")
@@ -302,7 +312,7 @@ class _Parser:
             if self.peek() == "^":  # \sin^2 x: too ambiguous to guess here
                 raise GiveUp("function power")
             arg = self.group("(", ")") if self.peek() == "(" else self.group("{", "}")
-            return self.real(_FUNCS[token](_mp(arg)))
+            return self.real(getattr(_c(), _FUNCS[token])(_mp(arg)))
         raise GiveUp(f"unknown token {token!r}")
 
 
@@ -346,14 +356,14 @@ def _pow(base, exponent):
         if base == 0 and e < 0:
             raise ZeroDivisionError
         return base ** e
-    b, e = _ctx.mpmathify(_mp(base)), _ctx.mpmathify(_mp(exponent))
-    if abs(e) * max(1, abs(_ctx.log(abs(b), 2)) if b != 0 else 1) > MAX_POWER_BITS:
+    b, e = _c().mpmathify(_mp(base)), _c().mpmathify(_mp(exponent))
+    if abs(e) * max(1, abs(_c().log(abs(b), 2)) if b != 0 else 1) > MAX_POWER_BITS:
         raise GiveUp("power too large")
     if isinstance(exponent, Fraction) and isinstance(base, Fraction) and base > 0:
         root = _exact_root(base, exponent.denominator)
         if root is not None:
             return _pow(root, Fraction(exponent.numerator))
-    return _ctx.power(b, e)
+    return _c().power(b, e)
 
 
 def _root(value, index):
@@ -369,12 +379,12 @@ def _root(value, index):
             exact = _exact_root(-value, n)
             if exact is not None:
                 return -exact
-    v = _ctx.mpmathify(_mp(value))
+    v = _c().mpmathify(_mp(value))
     if n == 2:
-        return _ctx.sqrt(v)
+        return _c().sqrt(v)
     if isinstance(value, Fraction) and value < 0 and n % 2 == 1:
-        return -_ctx.root(-v, n)  # the real cube root, as written by people
-    return _ctx.root(v, n)
+        return -_c().root(-v, n)  # the real cube root, as written by people
+    return _c().root(v, n)
 
 
 def _exact_root(value: Fraction, n: int) -> Fraction | None:

@@ -52,7 +52,7 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
         return scalar_equal(a, r, symbolic, simplified)
     choice = _choice(r, reference)
     if choice is not None:
-        return choice == _choice_of_answer(a, answer)
+        return choice == _choice_of_answer(a)
     try:
         node_a = parse_structure(a, split_words=split_words)
         node_r = parse_structure(r, split_words=split_words)
@@ -73,7 +73,8 @@ def _choice(norm: str, raw: str) -> str | None:
     return None
 
 
-def _choice_of_answer(norm: str, raw: str) -> str | None:
+def _choice_of_answer(norm: str) -> str | None:
+    """The one letter an answer picks: `B`, `(B)`, `B) 12`, `\\textbf{(B)}`; None for `(B), (C)`."""
     m = _CHOICE.match(norm.strip())
     if m:
         return m.group(1).upper()
@@ -326,17 +327,18 @@ def _percent_dropped(a: str, r: str, va: Fraction, vr: Fraction) -> bool:
 
 
 def _base_equal(a: str, r: str) -> bool | None:
-    """Numbers with a base subscript: same base and same digits (leading zeros aside)."""
+    """Numbers with a base subscript: same base and same digits (leading zeros aside); a bare
+    answer `1010` for `1010_2` is read in the reference's base. None when neither has a base."""
     ma, mr = _BASE.match(a.replace(" ", "")), _BASE.match(r.replace(" ", ""))
     if not ma and not mr:
         return None
-    digits_a = (ma.group(1) if ma else a.replace(" ", "")).lstrip("0").upper()
-    digits_r = (mr.group(1) if mr else r.replace(" ", "")).lstrip("0").upper()
     if ma and mr and int(ma.group(2)) != int(mr.group(2)):
         return False
-    if (ma and not mr and not re.fullmatch(r"[0-9A-Za-z]+", r.replace(" ", ""))) or (
-            mr and not ma and not re.fullmatch(r"[0-9A-Za-z]+", a.replace(" ", ""))):
-        return None if not (ma and mr) else False
+    bare = r if ma and not mr else a if mr and not ma else None
+    if bare is not None and not re.fullmatch(r"[0-9A-Za-z]+", bare.replace(" ", "")):
+        return None
+    digits_a = (ma.group(1) if ma else a.replace(" ", "")).lstrip("0").upper()
+    digits_r = (mr.group(1) if mr else r.replace(" ", "")).lstrip("0").upper()
     return digits_a == digits_r
 
 
