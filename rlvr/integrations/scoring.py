@@ -16,11 +16,12 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr.registry import RegistryError, make_verifier
-from rlvr.verifiers.core import Score, Verifier
+from rlvr.verifiers.core import Verifier, completion_text
 
 MAX_CACHED = 64  # distinct (name, options) instances kept per process
 
@@ -135,24 +136,34 @@ def score_items(items: Sequence[Item]) -> list[dict[str, Any]]:
             env_groups.setdefault(_key(item.env, item.options), []).append(i)
         else:
             verifier_groups.setdefault(_key(item.verifier, item.options), []).append(i)
-    for indices in verifier_groups.values():
-        for i, score in zip(indices, _score_with_verifier([items[i] for i in indices])):
-            results[i] = score.to_dict()
-    for indices in env_groups.values():
-        for i, result in zip(indices, _score_with_env([items[i] for i in indices])):
+    jobs = [(indices, _score_with_verifier) for indices in verifier_groups.values()]
+    jobs += [(indices, _score_with_env) for indices in env_groups.values()]
+
+    def run(job):
+        indices, scorer = job
+        return indices, scorer([items[i] for i in indices])
+
+    if len(jobs) <= 1:
+        finished = [run(job) for job in jobs]
+    else:  # e.g. math and code in one batch: the code sandbox need not wait for the math pool
+        with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+            finished = list(pool.map(run, jobs))
+    for indices, scored in finished:
+        for i, result in zip(indices, scored):
             results[i] = result
     return results  # type: ignore[return-value]
 
 
-def _score_with_verifier(items: list[Item]) -> list[Score]:
+def _score_with_verifier(items: list[Item]) -> list[dict[str, Any]]:
     first = items[0]
     verifier = get_verifier(first.verifier, first.options)
     try:
-        return verifier.score_batch(
+        scores = verifier.score_batch(
             [it.completion for it in items], [it.reference for it in items], [dict(it.fields) for it in items]
         )
     except TypeError as exc:  # a task field the verifier does not accept, or of the wrong type
         raise ItemError(f"verifier {first.verifier!r} rejected the task fields: {exc}") from None
+    return [score.to_dict() for score in scores]
 
 
 def _score_with_env(items: list[Item]) -> list[dict[str, Any]]:
@@ -175,7 +186,7 @@ def _score_with_env(items: list[Item]) -> list[dict[str, Any]]:
             task_ids.append(info.get("task_id"))
         groups = score_groups(
             [e.unwrapped for e in envs],
-            [[_as_text(items[i].completion) for i in idx] for idx in by_seed.values()],
+            [[completion_text(items[i].completion) for i in idx] for idx in by_seed.values()],
         )
     finally:
         for env in envs:
@@ -190,8 +201,3 @@ def _score_with_env(items: list[Item]) -> list[dict[str, Any]]:
             out[i] = result
     return out
 
-
-def _as_text(completion: Any) -> str:
-    from rlvr.verifiers.core import completion_text
-
-    return completion_text(completion)
