@@ -38,7 +38,7 @@ __all__ = ["CanaryError", "MathVerifier", "extract_answer", "grade"]
 
 grade = grader.grade
 
-_QUESTION_FIELDS = ("question", "problem", "prompt_text")
+_QUESTION_FIELDS = ("question", "problem", "prompt_text", "prompt")
 _CACHE_SIZE = 16384
 _cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
 _cache_lock = threading.Lock()
@@ -139,7 +139,8 @@ class MathVerifier(Verifier):
         if verdict is True:
             return Score(1.0, info=info)
         if verdict is False:
-            return Score(0.0, WRONG, info=info)
+            return Score(0.0, HEDGE if grader.offers_several(answer, ref) else WRONG, info=info)
+        info["several"] = grader.offers_several(answer, ref)
         return ("grade", answer, ref, split_words, simplified), info
 
     def _run_symbolic(self, tasks: list[tuple]) -> list[tuple[str, object]]:
@@ -222,8 +223,9 @@ def _echoes_question(answer: str, reference: str, fields: Mapping[str, Any]) -> 
 def _from_verdict(verdict: tuple[str, object], info: dict[str, Any]) -> Score:
     status, value = verdict
     info = dict(info, stage="symbolic")
+    several = info.pop("several", False)
     if status == "ok":
-        return Score(1.0, info=info) if value else Score(0.0, WRONG, info=info)
+        return Score(1.0, info=info) if value else Score(0.0, HEDGE if several else WRONG, info=info)
     if status in ("timeout", "guard"):
         why = "refused before evaluation: " + str(value) if status == "guard" else "ran past the time limit"
         return Score(0.0, TIMEOUT, info={**info, "why": why})

@@ -30,7 +30,7 @@ _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
 _CHOICE_ANSWER = re.compile(r"^(?:option|choice)?\s*(?:\(([A-Ea-e])\)|([A-Ea-e])(?:[).:]|\s|$))", re.IGNORECASE)
 _CLOCK = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:am|pm|a\.m\.|p\.m\.))?$", re.IGNORECASE)
 _OTHER_CHOICE = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
-_BASE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+_BASE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d+)\)?\}?$")
 _DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
 MIN_ROUNDED_DIGITS = 10
 _WORDS = re.compile(r"^[A-Za-z][A-Za-z' -]*$")
@@ -360,6 +360,15 @@ def _is_words(s: str) -> bool:
     if any(w.lower() in _FUNCTION_WORDS for w in words):
         return False
     return len(words) > 1 or len(s) > 3 or (len(s) == 3 and any(c in "aeiouAEIOU" for c in s))
+
+
+def offers_several(answer: str, reference: str) -> bool:
+    """A wrong answer that lists several values (`3, 4`, `\\pm 3`, `\\{3, 4\\}`) for a single-valued
+    reference: a hedge rather than a plain mistake."""
+    if answer_count(reference) != 1 or parse_structure(normalize(reference)).kind in ("tuple", "matrix", "union"):
+        return False
+    node = parse_structure(normalize(answer))
+    return node.kind in ("list", "set") and len(_dedupe(node.items)) > 1
 
 
 @functools.lru_cache(maxsize=1 << 14)

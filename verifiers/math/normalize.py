@@ -45,6 +45,11 @@ _FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")  # \frac12
 _FRAC_HALF = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")  # \frac{1}2
 _FRAC_FIRST = re.compile(r"\\frac\s*(\d)\s*(\{)")  # \frac1{2}
 _SQRT_SHORT = re.compile(r"\\sqrt\s*(\d|[a-zA-Z](?![a-zA-Z]))")  # \sqrt2
+_DOTS = re.compile(r"\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?")  # 0.\dot{1}4\dot{2}: the period 142
+_DOT = re.compile(r"\\dot\{?(\d)\}?")
+_SETS = {"\\varnothing": "\\emptyset", "\\{\\}": "\\emptyset", "\u2205": "\\emptyset", "\\mathbb{R}": "(-\\infty,\\infty)",
+         "\\mathbb R": "(-\\infty,\\infty)", "\\R ": "(-\\infty,\\infty)", "\u211d": "(-\\infty,\\infty)",
+         "\\text{all real numbers}": "(-\\infty,\\infty)", "\\text{All real numbers}": "(-\\infty,\\infty)"}
 _LONE_VARIABLE = re.compile(r"\s*[a-zA-Z](?:_\{?\w+\}?)?\s*")
 _LE_GE = re.compile(r"\\[lg]e(?![a-zA-Z])")
 _MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*\)")
@@ -154,6 +159,10 @@ def _normalize(s: str) -> str:
     s = _MOD.sub("", s)
     s = _ANSWER_PREFIX.sub("", s)
     s = _CELSIUS.sub("", s)
+    s = _DOTS.sub(lambda m: "\\overline{" + m.group(1) + m.group(2) + m.group(3) + "}", s)
+    s = _DOT.sub(r"\\overline{\1}", s)
+    for token, canonical in _SETS.items():
+        s = s.replace(token, canonical)
     for token in _DEGREES:
         s = s.replace(token, "")
     if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value
@@ -172,7 +181,8 @@ def _normalize(s: str) -> str:
     s = _SPACE_RUN.sub(" ", s).strip()
     if _looks_like_number(s):  # `1,000,000`, `11,\! 111` and `1 000`: one number
         s = s.replace(",", "").replace(" ", "")
-    s = s.rstrip(".").rstrip()
+    if s.endswith(".") and not s.endswith(".."):  # a full stop, not an ellipsis (`0.333...`)
+        s = s[:-1].rstrip()
     while s.endswith((",", ";", "\\\\")):
         s = s[:-2].rstrip() if s.endswith("\\\\") else s[:-1].rstrip()
     return _SPACE_AROUND.sub(r"\1", s)

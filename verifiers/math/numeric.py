@@ -25,6 +25,7 @@ _RE_SLASH = re.compile(rf"({_SIGN})({_DEC})/({_DEC})")
 _RE_MIXED = re.compile(r"([-+]?)(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}")
 _RE_REPEAT = re.compile(r"([-+]?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _RE_REPEAT_PAREN = re.compile(r"([-+]?)(\d*)\.(\d*)\((\d+)\)")
+_RE_ELLIPSIS = re.compile(r"([-+]?)(\d*)\.(\d+)(?:\.\.\.|\\ldots|\\cdots|\u2026)")
 _RE_POW = re.compile(r"([-+]?)(\d+)\^(?:\{([-+]?\d+)\}|(\d))")
 _RE_FRAC_POW = re.compile(r"([-+]?)\\frac\{(\d+)\}\{(\d+)\^(?:\{(\d+)\}|(\d))\}")
 
@@ -122,6 +123,23 @@ def _repeating(s: str) -> Fraction | None:
     return -value if m.group(1) == "-" else value
 
 
+def _ellipsis(s: str) -> Fraction | None:
+    """`0.333...`, `0.1666\\ldots`, `0.142857142857...`: a visibly repeating tail. The period must
+    show at least twice (three times for one digit); `0.14...` is read as the 0.14 it shows."""
+    m = _RE_ELLIPSIS.fullmatch(s)
+    if not m:
+        return None
+    digits = m.group(3)
+    for period in range(1, len(digits) // 2 + 1):
+        for start in range(len(digits) - 2 * period + 1):
+            tail = digits[start:]
+            block = tail[:period]
+            reps = len(tail) // period
+            if reps >= (3 if period == 1 else 2) and tail == (block * (reps + 1))[:len(tail)]:
+                return _repeating(f"{m.group(1)}{m.group(2)}.{digits[:start]}\\overline{{{block}}}")
+    return _decimal(f"{m.group(1)}{m.group(2)}.{digits}")  # no visible period: the digits shown
+
+
 def _power(s: str) -> Fraction | None:
     m = _RE_POW.fullmatch(s)
     if not m:
@@ -145,7 +163,7 @@ def _frac_power(s: str) -> Fraction | None:
     return -value if m.group(1) == "-" else value
 
 
-_PARSERS = (_decimal, _frac, _slash, _mixed, _sci_e, _sci_tex, _repeating, _power, _frac_power)
+_PARSERS = (_decimal, _frac, _slash, _mixed, _sci_e, _sci_tex, _repeating, _ellipsis, _power, _frac_power)
 
 
 def is_plain_number(s: str) -> bool:

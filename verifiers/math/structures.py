@@ -16,7 +16,7 @@ MAX_ITEMS = 64  # a longer list is compared as a single string
 _OPEN = "([{"
 _CLOSE = ")]}"
 _RELATIONS = ("\\leq", "\\geq", "\\ne", "<", ">", "=")
-_MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$", re.DOTALL)
+_MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$", re.DOTALL)
 _MEMBER = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\s*\\in\b\s*")
 _SYMBOL = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[\w]+\}?)?(?:\([a-z]\))?$")
 
