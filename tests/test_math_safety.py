@@ -93,6 +93,28 @@ def test_sub_second_limit_works_off_the_main_thread():
     assert out["s"].reason == TIMEOUT and out["t"] - start < 0.3 + MARGIN
 
 
+HUGE = {
+    "dollars": "$" * 1_000_000,
+    "math_spans": "$x$ " * 200_000,
+    "box_stream": "".join(f"\\boxed{{{i}}}" for i in range(100_000)),
+    "unclosed_boxes": "\\boxed{" * 200_000,
+    "letters_in_box": "\\boxed{" + "a" * 200_000 + "}",
+    "braces": "{" * 500_000 + "}" * 500_000,
+    "statements": "The answer is " * 100_000,
+    "answer_tags": "<answer>1</answer>" * 50_000,
+    "deep_parentheses": "\\boxed{" + "(" * 900 + "1" + ")" * 900 + "}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_huge_adversarial_completions_stay_cheap(verifier, name):
+    # the in-process stages have no timer: they must be linear (a quadratic scan of 1 MB takes minutes)
+    start = time.monotonic()
+    score = verifier.score(HUGE[name], "5")
+    assert time.monotonic() - start < 5.0
+    assert score.value == 0.0 and score.reason in REASONS
+
+
 @pytest.mark.parametrize("answer", [
     "2^{2^{2^{2^{2^{2}}}}}", "9^{9^{9^{9}}}", "10^{10^{10^{10}}}", "100000000!", "(10^{100})!",
 ])

@@ -33,6 +33,7 @@ from rlvr.verifiers.math import grader, numeric
 from rlvr.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer, has_hedge_words
 from rlvr.verifiers.math.normalize import normalize
 from rlvr.verifiers.math.pool import CanaryError, get_pool
+from rlvr.verifiers.math.structures import MAX_NESTING, nesting_depth
 
 __all__ = ["CanaryError", "MathVerifier", "extract_answer", "grade"]
 
@@ -124,6 +125,8 @@ class MathVerifier(Verifier):
         answer = found.answer
         if len(answer) > MAX_ANSWER_CHARS:
             return Score(0.0, NO_ANSWER, info={**info, "why": "answer too long"})
+        if nesting_depth(answer) > MAX_NESTING:
+            return Score(0.0, TIMEOUT, info={**info, "why": f"refused before evaluation: nesting deeper than {MAX_NESTING}"})
         split_words = wanted > 1 or grader.is_union(ref)
         if not split_words and has_hedge_words(answer) and not has_hedge_words(ref):
             return Score(0.0, HEDGE, info={**info, "why": "alternatives offered in words"})
@@ -139,8 +142,8 @@ class MathVerifier(Verifier):
         if verdict is True:
             return Score(1.0, info=info)
         if verdict is False:
-            return Score(0.0, HEDGE if grader.offers_several(answer, ref) else WRONG, info=info)
-        info["several"] = grader.offers_several(answer, ref)
+            return Score(0.0, HEDGE if _offers_several(answer, ref) else WRONG, info=info)
+        info["several"] = _offers_several(answer, ref)
         return ("grade", answer, ref, split_words, simplified), info
 
     def _run_symbolic(self, tasks: list[tuple]) -> list[tuple[str, object]]:
@@ -155,7 +158,12 @@ class MathVerifier(Verifier):
                 if hit is None:
                     todo.append(k)
         if todo:
-            outcomes = get_pool(self.workers).run([tasks[k] for k in todo], self.timeout)
+            try:
+                outcomes = get_pool(self.workers).run([tasks[k] for k in todo], self.timeout)
+            except CanaryError:
+                raise  # a broken installation must stop the run, not zero its rewards
+            except (OSError, RuntimeError) as exc:  # the pool itself failed: not the model's fault
+                outcomes = [("error", f"worker pool: {exc}", 0.0)] * len(todo)
             with _cache_lock:
                 for k, (status, value, _) in zip(todo, outcomes):
                     if status == "ok":
@@ -182,15 +190,24 @@ def _reference_text(reference: Any) -> str | Score:
     if boxes:  # a boxed reference; several boxes (`\boxed{1} and \boxed{2}`) list several values
         reference = ", ".join(b.content for b in boxes)
     why = None
-    if not normalize(reference):
-        why = "empty reference"
-    elif len(reference) > MAX_ANSWER_CHARS:
+    if len(reference) > MAX_ANSWER_CHARS:
         why = "reference too long"
+    elif not normalize(reference):
+        why = "empty reference"
     elif not _balanced(reference):
         why = "unbalanced braces in the reference"
+    elif nesting_depth(reference) > MAX_NESTING:
+        why = f"reference nested deeper than {MAX_NESTING}"
     if why:
         return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why})
     return reference
+
+
+def _offers_several(answer: str, ref: str) -> bool:
+    try:
+        return grader.offers_several(answer, ref)
+    except Exception:  # noqa: BLE001 - only refines the reason of a zero
+        return False
 
 
 def _balanced(s: str) -> bool:

@@ -18,6 +18,7 @@ from rlvr.verifiers.core import HEDGE, NO_ANSWER
 from rlvr.verifiers.math.normalize import normalize, strip_math_delimiters
 
 MAX_ANSWER_CHARS = 2000
+MAX_BOXES = 64
 _SHORT = 40  # a completion this short and on one line may be the bare answer
 _PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # a longer "answer" is not a final answer but a dump
 
@@ -64,7 +65,7 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
         tail = region[_box_end(region, boxes[-1]):]
         for source, finder in _FALLBACKS[:2]:  # a final statement after the boxes overrides them
             found = finder(tail)
-            if found is not None and normalize(found) and not _PROSE.search(found):
+            if found is not None and len(found) <= MAX_ANSWER_CHARS and normalize(found) and not _PROSE.search(found):
                 return _checked(found, source)
     if boxes:
         return _from_boxes(region, boxes)
@@ -90,16 +91,17 @@ def _checked(answer: str, source: str) -> Extraction:
     if answer is _HEDGED:
         return Extraction(None, HEDGE, source, why="several different <answer> blocks")
     answer = answer.strip()
-    if not answer or not normalize(answer):
-        return Extraction(None, NO_ANSWER, source, why="empty answer")
     if len(answer) > MAX_ANSWER_CHARS:
         return Extraction(None, NO_ANSWER, source, why=f"answer longer than {MAX_ANSWER_CHARS} characters")
+    if not answer or not normalize(answer):
+        return Extraction(None, NO_ANSWER, source, why="empty answer")
     return Extraction(answer, None, source)
 
 
 def _from_boxes(region: str, boxes) -> Extraction:
     if not boxes[-1].closed:
         return Extraction(None, NO_ANSWER, "boxed", why="the last box is never closed (truncated output)")
+    boxes = boxes[-MAX_BOXES:]  # a stream of boxes is a hedge either way; bound the work
     kept = [boxes[0]]
     for box in boxes[1:]:
         between = region[_box_end(region, kept[-1]):box.start]
@@ -109,12 +111,16 @@ def _from_boxes(region: str, boxes) -> Extraction:
             kept.append(box)
     contents = [b.content.strip() for b in kept]
     if len(contents) > 1:
-        if any(not normalize(c) for c in contents):
-            contents = [c for c in contents if normalize(c)] or contents[-1:]
+        if any(_blank(c) for c in contents):
+            contents = [c for c in contents if not _blank(c)] or contents[-1:]
         if len(contents) > 1:
             return Extraction(", ".join(contents), HEDGE, "boxed", tuple(contents),
                               why=f"{len(contents)} different boxed answers")
     return _checked(contents[-1], "boxed")
+
+
+def _blank(content: str) -> bool:
+    return len(content) <= MAX_ANSWER_CHARS and not normalize(content)
 
 
 def _box_end(region: str, box) -> int:
@@ -123,6 +129,8 @@ def _box_end(region: str, box) -> int:
 
 def _same(a: str, b: str) -> bool:
     """The same answer written twice (`2` and `2.0`), as far as the cheap stages can tell."""
+    if max(len(a), len(b)) > MAX_ANSWER_CHARS:
+        return a.strip() == b.strip()
     if normalize(a) == normalize(b):
         return True
     from rlvr.verifiers.math.grader import grade
@@ -185,7 +193,8 @@ def _last_math_span(text: str) -> str | None:
             if start >= 0 and text[start + len(opener):end].strip() and (best is None or end > best[0]):
                 best = (end, text[start + len(opener):end])
     dollars = [i for i, ch in enumerate(text) if ch == "$" and (i == 0 or text[i - 1] != "\\")]
-    singles = [i for i in dollars if not (i + 1 in dollars or i - 1 in dollars)]
+    found = set(dollars)
+    singles = [i for i in dollars if i + 1 not in found and i - 1 not in found]
     if len(singles) >= 2 and len(singles) % 2 == 0:
         start, end = singles[-2], singles[-1]
         if text[start + 1:end].strip() and (best is None or end > best[0]):

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 MAX_ITEMS = 64  # a longer list is compared as a single string
+MAX_NESTING = 100  # deeper brackets are refused before any parsing (recursion stays bounded)
 
 _OPEN = "([{"
 _CLOSE = ")]}"
@@ -224,6 +225,18 @@ def is_symbol(s: str) -> bool:
     """A single variable name: `x`, `y_1`, `\\theta`, `f(x)` (the left side of an assignment)."""
     s = s.strip()
     return bool(_SYMBOL.match(s)) and s not in ("\\pi", "\\infty", "e", "i")
+
+
+def nesting_depth(s: str) -> int:
+    """The deepest bracket nesting in `s` (one linear pass, any bracket type)."""
+    depth = deepest = 0
+    for ch in s:
+        if ch in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in _CLOSE:
+            depth -= 1
+    return deepest
 
 
 def is_name(s: str) -> bool:
