@@ -59,6 +59,7 @@ class TrainConfig:
     autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"
     threads: int = 0  # torch threads (0 = torch's default)
     checkpoint_every: int = 0
+    max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit); the final eval still runs
     eval_prompts: int = 0  # held-out prompts evaluated greedily before, during and after training
     eval_every: int = 0
     eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`

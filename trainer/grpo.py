@@ -105,6 +105,7 @@ class GRPOTrainer:
             self._evaluate()
         bar = self._progress_bar()
         records = []
+        started = time.perf_counter()
         try:
             while self.step < cfg.steps:
                 record = self.train_step()
@@ -115,10 +116,15 @@ class GRPOTrainer:
                     bar.update(1)
                     bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
                                     kl=f"{record['kl']:.4f}")
-                if cfg.eval_prompts and (self.step == cfg.steps or (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                out_of_time = cfg.max_minutes > 0 and distributed.max_value(
+                    time.perf_counter() - started) > 60 * cfg.max_minutes
+                last = self.step == cfg.steps or out_of_time
+                if cfg.eval_prompts and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
                     self._evaluate()
-                if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
+                if cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or last):
                     self.save()
+                if out_of_time:
+                    break
         finally:
             if bar is not None:
                 bar.close()

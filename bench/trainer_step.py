@@ -1,0 +1,153 @@
+#!/usr/bin/env python
+"""rlvr's GRPO step against TRL's GRPOTrainer on the identical configuration.
+
+The peer is `../shared/bench/trl_grpo_step.py`: its task (`make_prompts`, `sum_reward`), its model
+builders (`build_model_and_tokenizer`, same seed), its G, prompts per step and completion
+length. Each trainer runs in its own process (so peak RSS is its own), for the same number of
+steps, one after the other; the first step (warm-up) is excluded from the per-step median.
+rlvr sees the task through the env contract: a small gymnasium env serves prompt k of
+`make_prompts` on `reset(seed=k)` and scores with `sum_reward`.
+
+    python bench/trainer_step.py                 # the three configurations of the issue
+    python bench/trainer_step.py --only tiny     # one configuration
+Ends with `RESULT {"configs": [...]}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PEER_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
+PEER = PEER_DIR / "trl_grpo_step.py"
+CONFIGS = [
+    {"name": "smollm2-G4-P2-L32", "model": "smollm2", "G": 4, "P": 2, "L": 32},
+    {"name": "smollm2-G8-P4-L64", "model": "smollm2", "G": 8, "P": 4, "L": 64},
+    {"name": "tiny-G4-P2-L32", "model": "tiny", "G": 4, "P": 2, "L": 32},
+]
+
+
+def run_rlvr_worker(args) -> dict:
+    """Train `args.steps` steps with rlvr on the peer's task and model; prints one RESULT_JSON line."""
+    sys.path.insert(0, str(PEER_DIR))
+    import gymnasium as gym
+    import torch
+    import trl_grpo_step as peer
+
+    from rlvr.trainer.config import TrainConfig
+    from rlvr.trainer.grpo import GRPOTrainer
+
+    rows = peer.make_prompts(args.P * (args.steps + 1), seed=0)
+
+    class PeerSumEnv(gym.Env):
+        """Prompt k of the peer's list on reset(seed=k); reward = the peer's sum_reward."""
+
+        metadata: dict = {"render_modes": []}
+        observation_space = action_space = gym.spaces.Text(max_length=100_000)
+
+        def reset(self, *, seed=None, options=None):
+            self.row = rows[seed % len(rows)]
+            text = self.row["prompt"][0]["content"]
+            return self.row["prompt"], {"task_id": str(seed), "family": "sum", "difficulty": 1, "prompt_text": text}
+
+        def score_group(self, completions):
+            rewards = peer.sum_reward(completions, [self.row["answer"]] * len(completions))
+            return [(r, {"correct": r == 1.0, "score": {"score": r, "components": {"sum": r}}}) for r in rewards]
+
+        def step(self, action):
+            reward, info = self.score_group([action])[0]
+            return [], reward, True, False, info
+
+    gym.register("bench/PeerSum-v0", entry_point=PeerSumEnv)
+    torch.manual_seed(0)
+    model, tok = peer.build_model_and_tokenizer(args.model, seed=0)
+    rss_after_load = peer.rss_mb()[0]
+    # TRL's settings in the peer: lr 1e-6, beta 0, loss "dapo" (token-mean), epsilon 0.2, temperature 1,
+    # group-scaled rewards with the sample std, one optimisation pass, grad-norm clipping at 1.
+    config = TrainConfig(
+        model=args.model, env="bench/PeerSum-v0", steps=args.steps, prompts_per_step=args.P, group_size=args.G,
+        max_new_tokens=args.L, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
+        temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
+    )
+    with tempfile.TemporaryDirectory() as run_dir:
+        trainer = GRPOTrainer(config, run_dir, model=model, tokenizer=tok)
+        with peer.RSSSampler() as sampler:
+            records = trainer.train()
+    step_s = [r["step_s"] for r in records]
+    steady = step_s[1:] or step_s
+    res = {
+        "trainer": "rlvr", "model": args.model, "step_s": [round(s, 3) for s in step_s],
+        "median_step_s_excl_first": round(statistics.median(steady), 3),
+        "peak_rss_during_train_mb": round(sampler.peak_mb, 1), "rss_after_load_mb": round(rss_after_load, 1),
+        "zero_var_frac": [r["zero_var_frac"] for r in records],
+        "gen_tokens_per_step": [round(r["tokens_per_s"] * r["step_s"]) for r in records],
+        "mean_reward_per_step": [round(r["reward_mean"], 3) for r in records],
+    }
+    print("RESULT_JSON " + json.dumps(res))
+    return res
+
+
+def _run(cmd: list[str]) -> dict:
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT_JSON ")]
+    if proc.returncode or not lines:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT_JSON "):])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=3, help="optimizer steps per trainer (the first is warm-up)")
+    p.add_argument("--only", help="run only the configurations whose name contains this")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--model", default="tiny", help=argparse.SUPPRESS)
+    p.add_argument("-G", type=int, default=4, help=argparse.SUPPRESS)
+    p.add_argument("-P", type=int, default=2, help=argparse.SUPPRESS)
+    p.add_argument("-L", type=int, default=32, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        run_rlvr_worker(args)
+        return 0
+    if not PEER.exists():
+        print(f"peer benchmark missing: {PEER}", file=sys.stderr)
+        return 1
+    results = []
+    for c in CONFIGS:
+        if args.only and args.only not in c["name"]:
+            continue
+        geometry = ["-G", str(c["G"]), "-P", str(c["P"])]
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        trl = _run([sys.executable, str(PEER), "--model", c["model"], *geometry, "--max-completion-length",
+                    str(c["L"]), "--steps", str(args.steps)])
+        ours = _run([sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
+                     "--steps", str(args.steps)])
+        row = {
+            "name": c["name"],
+            "rlvr_s_per_step": ours["median_step_s_excl_first"],
+            "trl_s_per_step": trl["median_step_s_excl_first"],
+            "step_ratio": round(ours["median_step_s_excl_first"] / trl["median_step_s_excl_first"], 3),
+            "rlvr_peak_rss_mb": ours["peak_rss_during_train_mb"],
+            "trl_peak_rss_mb": trl["peak_rss_during_train_mb"],
+            "rss_ratio": round(ours["peak_rss_during_train_mb"] / trl["peak_rss_during_train_mb"], 3),
+        }
+        results.append(row)
+        print(f"{c['name']}: rlvr {ours['step_s']} s/step (zero-variance groups {ours['zero_var_frac']}, "
+              f"tokens {ours['gen_tokens_per_step']}) | trl {trl['step_s']} s/step (tokens "
+              f"{trl['gen_tokens_per_step']}) | load avg {load:.2f} -> {os.getloadavg()[0]:.2f} "
+              f"| {time.perf_counter() - t0:.0f} s")
+        print("  " + json.dumps(row), flush=True)
+    print("RESULT " + json.dumps({"configs": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

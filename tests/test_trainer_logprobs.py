@@ -1,0 +1,142 @@
+"""Chunked completion log-probs (checked to never build the full logits tensor) and cached sampling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from rlvr.trainer.generation import _pick, generate, sample
+from rlvr.trainer.logprobs import group_logprobs, token_logprobs
+from rlvr.trainer.models import load_model
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, tok = load_model("tiny", seed=0)
+    return model, tok
+
+
+class LargestVocabTensor(TorchDispatchMode):
+    """Records the most rows of any vocabulary-wide tensor an op allocates (forward and backward).
+
+    Views and in-place results share an input's storage and are not allocations (the transposed
+    output projection weight, for one), so they are left out.
+    """
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab, self.rows = vocab, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        shared = {a.untyped_storage().data_ptr() for a in inputs}
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if (isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[-1] == self.vocab
+                    and t.untyped_storage().data_ptr() not in shared):
+                self.rows = max(self.rows, t.numel() // self.vocab)
+        return out
+
+
+def _batch(groups=4, length=12):
+    torch.manual_seed(1)
+    prompt = torch.randint(0, 5000, (9,))
+    completions = torch.randint(0, 5000, (groups, length))
+    lengths = torch.tensor([12, 7, 1, 10])[:groups]
+    mask = (torch.arange(length) < lengths.unsqueeze(1)).float()
+    return prompt, completions, mask
+
+
+def test_group_logprobs_equal_a_plain_full_forward(tiny):
+    model, _ = tiny
+    prompt, completions, mask = _batch()
+    logp, entropy = group_logprobs(model, prompt, completions, mask, temperature=0.7, chunk_tokens=5,
+                                   with_entropy=True)
+    full = torch.cat([prompt.expand(4, -1), completions], dim=1)
+    logits = model(full).logits[:, len(prompt) - 1:-1].float() / 0.7
+    ref = torch.log_softmax(logits, -1).gather(-1, completions.unsqueeze(-1)).squeeze(-1) * mask
+    ref_entropy = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1) * mask
+    assert torch.allclose(logp, ref, atol=1e-4)
+    assert torch.allclose(entropy, ref_entropy, atol=1e-4)
+    assert torch.all(logp[mask == 0] == 0)
+
+
+def test_gradients_equal_those_of_the_full_forward(tiny):
+    model, _ = tiny
+    prompt, completions, mask = _batch()
+    model.zero_grad()
+    group_logprobs(model, prompt, completions, mask, chunk_tokens=4)[0].sum().backward()
+    chunked = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    full = torch.cat([prompt.expand(4, -1), completions], dim=1)
+    logits = model(full).logits[:, len(prompt) - 1:-1]
+    (torch.log_softmax(logits, -1).gather(-1, completions.unsqueeze(-1)).squeeze(-1) * mask).sum().backward()
+    for a, p in zip(chunked, model.parameters()):
+        assert torch.allclose(a, p.grad, atol=1e-4)
+    model.zero_grad()
+
+
+def test_chunked_path_never_allocates_the_full_logits(tiny):
+    model, _ = tiny
+    vocab = model.config.vocab_size
+    prompt, completions, mask = _batch()
+    with LargestVocabTensor(vocab) as seen:
+        group_logprobs(model, prompt, completions, mask, chunk_tokens=4)[0].sum().backward()
+    assert 0 < seen.rows <= 4  # one chunk of rows at a time, forward and backward
+    with LargestVocabTensor(vocab) as naive:  # the check does catch a full logits tensor
+        model(torch.cat([prompt.expand(4, -1), completions], dim=1)).logits.sum().backward()
+    assert naive.rows >= 4 * 12
+    model.zero_grad()
+
+
+def test_token_logprobs_do_not_depend_on_the_chunk_size():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 50)
+    hidden, targets = torch.randn(11, 8), torch.randint(0, 50, (11,))
+    ref = torch.log_softmax(head(hidden), -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    for chunk in (1, 3, 11, 100):
+        assert torch.allclose(token_logprobs(hidden, head, targets, chunk_tokens=chunk)[0], ref, atol=1e-6)
+
+
+def test_top_p_sampling_by_inverse_cdf():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
+    # nucleus 0.6 keeps tokens 0 and 1 (0.5 + 0.3): u = 0.1 -> 0; u = 0.9 -> 0.72 of 0.8 -> token 1
+    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6).tolist() == [0, 1]
+    # without the nucleus u = 0.9 falls in token 2's slice
+    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0).tolist() == [0, 2]
+
+
+def test_greedy_sampling_matches_transformers_generate(tiny):
+    model, tok = tiny
+    prompts = [[1, 500, 600, 700], [1, 42]]
+    ours = sample(model, prompts, n=2, max_new_tokens=6, greedy=True, pad_token_id=tok.pad_token_id)
+    for p, s in zip(prompts, ours):
+        ref = model.generate(torch.tensor([p]), max_new_tokens=6, do_sample=False, eos_token_id=None)
+        assert s.completion_ids == [ref[0, len(p):].tolist()] * 2 and s.truncated == [True, True]
+
+
+def test_a_prompts_samples_do_not_depend_on_its_batch(tiny):
+    model, tok = tiny
+    gen = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
+    alone = sample(model, [[1, 42]], n=3, max_new_tokens=5, generators=[gen(7)])
+    batched = sample(model, [[1, 500, 600, 700], [1, 42]], n=3, max_new_tokens=5, generators=[gen(3), gen(7)])
+    assert alone[0].completion_ids == batched[1].completion_ids
+    assert len(set(map(tuple, alone[0].completion_ids))) > 1  # really sampled
+
+
+def test_sampling_stops_at_eos(tiny):
+    model, _ = tiny
+    greedy = sample(model, [[1, 42]], max_new_tokens=5, greedy=True)[0].completion_ids[0]
+    stop = greedy[2]
+    stopped = sample(model, [[1, 42]], max_new_tokens=5, greedy=True, eos_token_ids=[stop])[0]
+    assert stopped.completion_ids == [greedy[:greedy.index(stop) + 1]] and stopped.truncated == [False]
+
+
+def test_generate_returns_n_texts_per_chat_prompt(tiny):
+    model, tok = tiny
+    out = generate(model, tok, [[{"role": "user", "content": "hi"}]] * 2, n=3, max_new_tokens=4, seed=0)
+    assert len(out) == 2 and all(len(o) == 3 and all(isinstance(t, str) for t in o) for o in out)
+    assert out[0] != out[1]  # each prompt has its own generator
+    with pytest.raises(ValueError):
+        generate(model, tok, [[{"role": "user", "content": "hi"}]], temperature=0.0)

@@ -1,0 +1,159 @@
+"""End-to-end trainer runs, CI-sized: a tiny random model learns the toy env, a SIGKILLed run
+resumes to the same metrics, a 2-process run makes the same update as one process, and the
+config / CLI / plot surfaces behave."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rlvr.cli import main as rlvr_main
+from rlvr.trainer.config import TrainConfig, load_config
+from rlvr.trainer.grpo import GRPOTrainer, lr_factor
+from rlvr.trainer.metrics import read_jsonl
+
+TESTS = Path(__file__).resolve().parent
+TIMING = {"step_s", "gen_s", "tokens_per_s"}
+TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
+           max_new_tokens=8, lr=3e-2, threads=1, progress=False)
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+
+
+def _write_config(path: Path, **overrides) -> Path:
+    path.write_text(yaml.safe_dump({**TOY, **overrides}))
+    return path
+
+
+def _same(a: list[dict], b: list[dict], rel: float = 0.0) -> None:
+    """Equal metrics apart from timings: exactly, or (rel > 0) up to float summation order."""
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for x, y in zip(a, b):
+        x, y = ({k: v for k, v in r.items() if k not in TIMING} for r in (x, y))
+        if not rel:
+            assert x == y
+            continue
+        assert x.keys() == y.keys()
+        for key, value in x.items():
+            numeric = isinstance(value, float)
+            assert value == (pytest.approx(y[key], rel=rel, abs=1e-9) if numeric else y[key]), key
+
+
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory):
+    """An uninterrupted 10-step run with a checkpoint every step, and its metrics."""
+    run_dir = tmp_path_factory.mktemp("toy")
+    trainer = GRPOTrainer(TrainConfig(**TOY, steps=10, checkpoint_every=1, eval_prompts=8), run_dir)
+    trainer.train()
+    return run_dir, read_jsonl(run_dir / "metrics.jsonl")
+
+
+def test_tiny_model_learns_the_toy_env(toy_run):
+    run_dir, metrics = toy_run
+    assert [r["step"] for r in metrics] == list(range(1, 11))
+    first = sum(r["reward_mean"] for r in metrics[:3]) / 3
+    last = sum(r["reward_mean"] for r in metrics[-3:]) / 3
+    assert last > first + 0.08, (first, last)
+    assert metrics[-1]["entropy"] < metrics[0]["entropy"] - 1.0
+    evals = read_jsonl(run_dir / "eval.jsonl")
+    assert [e["step"] for e in evals] == [0, 10] and evals[-1]["reward"] > evals[0]["reward"]
+    for key in ("reward/letters_mean", "reward/letters_std", "accuracy", "completion_len", "kl", "clip_frac",
+                "zero_var_frac", "lr", "grad_norm", "tokens_per_s"):
+        assert key in metrics[0], key
+
+
+def test_resume_after_sigkill_reproduces_the_uninterrupted_metrics(toy_run, tmp_path):
+    _, reference = toy_run
+    config = _write_config(tmp_path / "toy.yaml", steps=10, checkpoint_every=1, eval_prompts=8)
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rlvr.cli", "train", "--config", str(config), "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while len(read_jsonl(run_dir / "metrics.jsonl")) < 4 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stderr.close()
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) < 10
+    done = subprocess.run(cmd + ["--resume"], env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    _same(read_jsonl(run_dir / "metrics.jsonl"), reference)
+    assert read_jsonl(run_dir / "eval.jsonl") == read_jsonl(toy_run[0] / "eval.jsonl")
+
+
+def test_two_process_step_equals_the_single_process_step(tmp_path):
+    settings = dict(steps=1, checkpoint_every=1, scale_rewards="batch", beta=0.05, mu=2)
+    single = GRPOTrainer(TrainConfig(**TOY, **settings), tmp_path / "one")
+    start = {k: v.clone() for k, v in single.model.state_dict().items()}
+    single.train()
+    config = _write_config(tmp_path / "ddp.yaml", **settings)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
+         "-m", "rlvr.cli", "train", "--config", str(config), "--run-dir", str(tmp_path / "two")],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    _same(read_jsonl(tmp_path / "two" / "metrics.jsonl"), read_jsonl(tmp_path / "one" / "metrics.jsonl"), rel=1e-5)
+    two = torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["model"]
+    moved = 0.0
+    for name, value in single.model.state_dict().items():
+        assert torch.allclose(two[name], value, atol=1e-6), name
+        moved = max(moved, float((value - start[name]).abs().max()))
+    assert moved > 1e-3  # the step really changed the weights
+
+
+def test_config_overrides_and_errors(tmp_path):
+    path = _write_config(tmp_path / "c.yaml", curriculum=[{"until_step": 2, "env_kwargs": {"words": 1}}])
+    config = load_config(path, ["lr=1e-6", "env_kwargs.words=5", "aggregation=seq-mean-token-mean"])
+    assert config.lr == 1e-6 and config.aggregation == "seq-mean-token-mean"
+    assert config.env_kwargs_at(0) == {"words": 1} and config.env_kwargs_at(2) == {"words": 5}
+    with pytest.raises(ValueError, match="unknown key"):
+        load_config(path, ["learning_rate=1"])
+    with pytest.raises(ValueError, match="aggregation"):
+        load_config(path, ["aggregation=mean"])
+    with pytest.raises(ValueError, match="lr must be a number"):
+        load_config(path, ["lr=fast"])
+
+
+def test_lr_schedule_warms_up_then_decays_to_the_floor():
+    assert [lr_factor(s, 2, 10, 0.1) for s in (0, 1)] == [0.5, 1.0]
+    assert lr_factor(2, 2, 10, 0.1) == pytest.approx(1.0)
+    assert lr_factor(6, 2, 10, 0.1) == pytest.approx(0.55)  # halfway through the cosine
+    assert lr_factor(10, 2, 10, 0.1) == pytest.approx(0.1)
+
+
+def test_cli_reports_mistakes_in_one_line(tmp_path, capsys):
+    assert rlvr_main(["train", "--config", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such config" in capsys.readouterr().err
+    config = _write_config(tmp_path / "c.yaml")
+    assert rlvr_main(["train", "--config", str(config), "--set", "nope=1"]) == 2
+    assert "unknown key" in capsys.readouterr().err
+    assert rlvr_main(["train", "--run-dir", str(tmp_path / "empty"), "--resume"]) == 2
+    assert rlvr_main(["plot", str(tmp_path)]) == 2
+    assert "no metrics" in capsys.readouterr().err
+
+
+def test_plot_writes_the_curves(toy_run, capsys):
+    run_dir, _ = toy_run
+    assert rlvr_main(["plot", str(run_dir), "--smooth", "2"]) == 0
+    for name in ("reward.png", "curves.png"):
+        assert (run_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "reward.png" in capsys.readouterr().out
+
+
+def test_a_finished_run_dir_is_not_overwritten(toy_run):
+    run_dir, _ = toy_run
+    with pytest.raises(ValueError, match="already holds a run"):
+        GRPOTrainer(TrainConfig(**TOY, steps=1), run_dir)
+    assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
