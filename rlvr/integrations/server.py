@@ -144,10 +144,11 @@ def create_app(config: ServerConfig | None = None):
             raise HTTPException(422, "this server takes no options: it was started with --no-request-options")
         items = [_to_item(i, it, request) for i, it in enumerate(request.items)]
         for i, it in enumerate(request.items):
-            _check_strings(it.model_dump(), f"items.{i}", config.max_chars)
+            _check_strings(dict(it), f"items.{i}", config.max_chars)
         started = time.perf_counter()
         results = await run_scoring(score_items, items)
-        return {"results": results, "elapsed_ms": round(1000 * (time.perf_counter() - started), 3)}
+        # Score dicts are JSON-ready: skip FastAPI's generic encoder, a quarter of the scoring time.
+        return JSONResponse({"results": results, "elapsed_ms": round(1000 * (time.perf_counter() - started), 3)})
 
     @app.post("/openrlhf/{verifier}")
     async def openrlhf(verifier: str, request: OpenRLHFIn):
@@ -155,8 +156,8 @@ def create_app(config: ServerConfig | None = None):
 
         _check_batch(len(request.query), config)
         _check_strings(request.model_dump(), "body", config.max_chars)
-        return await run_scoring(
-            lambda: score_queries(request.query, request.prompts, request.labels, verifier=verifier))
+        return JSONResponse(await run_scoring(
+            lambda: score_queries(request.query, request.prompts, request.labels, verifier=verifier)))
 
     return _Guard(app, config)
 
