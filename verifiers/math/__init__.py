@@ -43,6 +43,7 @@ _QUESTION_FIELDS = ("question", "problem", "prompt_text", "prompt")
 _CACHE_SIZE = 16384
 _cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
 _cache_lock = threading.Lock()
+_valid_refs: dict[str, str | None] = {}  # reference -> why it is unusable (None: it parses)
 
 
 class MathVerifier(Verifier):
@@ -86,10 +87,12 @@ class MathVerifier(Verifier):
                     task_fields: Sequence[Mapping[str, Any]] | None = None) -> list[Score]:
         """Score many pairs: cheap ones here, the rest in parallel in the worker pool."""
         references, task_fields = _align(completions, references, task_fields)
+        refs = [_reference_text(r) for r in references]
+        self._check_references([r for r in refs if isinstance(r, str)])
         results: list[Score | None] = []
         waiting: dict[tuple, list[tuple[int, dict]]] = {}
-        for i, (completion, reference, fields) in enumerate(zip(completions, references, task_fields)):
-            planned = self._plan(completion, reference, fields)
+        for i, (completion, ref, fields) in enumerate(zip(completions, refs, task_fields)):
+            planned = ref if isinstance(ref, Score) else self._plan(completion, ref, fields)
             if isinstance(planned, Score):
                 results.append(planned)
             else:
@@ -105,10 +108,26 @@ class MathVerifier(Verifier):
 
     # --- planning: everything that needs no sympy ---------------------------------------
 
-    def _plan(self, completion: Any, reference: Any, fields: Mapping[str, Any]):
-        ref = _reference_text(reference)
-        if isinstance(ref, Score):
-            return ref
+    def _check_references(self, refs: list[str]) -> None:
+        """Make sure every reference parses before any answer is compared with it: a reference the
+        cheap stages cannot read is parsed once by sympy in a worker, and the verdict is cached."""
+        unknown = list(dict.fromkeys(r for r in refs if r not in _valid_refs and not grader.reference_readable(r)))
+        if not unknown:
+            return
+        verdicts = self._run_symbolic([("reference", r) for r in unknown])
+        with _cache_lock:
+            for ref, (status, value) in zip(unknown, verdicts):
+                if status == "ok":
+                    _valid_refs[ref] = None if value else "the reference does not parse"
+                elif status in ("timeout", "guard"):
+                    _valid_refs[ref] = "the reference could not be parsed within the time limit"
+                if len(_valid_refs) > _CACHE_SIZE:
+                    _valid_refs.pop(next(iter(_valid_refs)))
+
+    def _plan(self, completion: Any, ref: str, fields: Mapping[str, Any]):
+        why_bad = _valid_refs.get(ref)
+        if why_bad is not None:
+            return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why_bad})
         numeric_ref = numeric.to_rational(normalize(ref)) is not None
         found = extract_answer(completion_text(completion), prefilled_think=self.prefilled_think,
                                loose=not self.strict, last_number=numeric_ref)

@@ -91,6 +91,19 @@ def value(s: str):
         return None
 
 
+def parses(s: str) -> bool:
+    """Whether `s` is an expression this evaluator reads completely (values aside)."""
+    try:
+        tokens = _tokens(s)
+        env = {n: Fraction(2) for n in _variables(tokens)}
+        _Parser(tokens, env).run()
+        return True
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return True  # read fine; the value is just undefined here
+    except (GiveUp, RecursionError, TypeError):
+        return False
+
+
 def proportional(a: tuple[str, str], b: tuple[str, str]) -> bool | None:
     """Whether equations `a` and `b` (lhs, rhs) are the same: `lhs - rhs` of one is a nonzero
     constant multiple of the other's at random points. None if undecided."""
@@ -311,7 +324,12 @@ class _Parser:
             self.take()
             if self.peek() == "^":  # \sin^2 x: too ambiguous to guess here
                 raise GiveUp("function power")
-            arg = self.group("(", ")") if self.peek() == "(" else self.group("{", "}")
+            if self.peek() in ("(", "{"):
+                arg = self.group("(", ")") if self.peek() == "(" else self.group("{", "}")
+            else:  # `\\cot x`, `\\sin x^2`; but `\\sin 2x` is too ambiguous to guess
+                arg = self.power()
+                if self.peek() is not None and _starts_primary(self.peek()):
+                    raise GiveUp("ambiguous function argument")
             return self.real(getattr(_c(), _FUNCS[token])(_mp(arg)))
         raise GiveUp(f"unknown token {token!r}")
 

@@ -362,6 +362,35 @@ def _is_words(s: str) -> bool:
     return len(words) > 1 or len(s) > 3 or (len(s) == 3 and any(c in "aeiouAEIOU" for c in s))
 
 
+_KNOWN_LEAVES = frozenset({"\\infty", "-\\infty", "+\\infty", "\\emptyset"})
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def reference_readable(reference: str) -> bool:
+    """Whether every part of the reference is something the in-process stages can read (a
+    number, a word, a choice letter, an expression the evaluator parses). False means only
+    that sympy must confirm it parses, not that it is bad."""
+    if _choice(normalize(reference), reference) is not None:
+        return True
+    return all(_leaf_readable(leaf) for leaf in leaves(parse_structure(normalize(reference), split_words=True)))
+
+
+def leaves(node: Node):
+    """The scalar strings of a parsed answer, depth first (the sides of an equation are parsed
+    as shapes too: `(p, q) = (3, 2)` has the leaves p, q, 3, 2)."""
+    if node.kind == "scalar":
+        yield node.text
+    for item in node.items:
+        yield from leaves(parse_structure(item.text) if node.kind in ("eq", "rel") else item)
+
+
+def _leaf_readable(leaf: str) -> bool:
+    leaf = leaf.strip()
+    return bool(leaf) and (leaf in _KNOWN_LEAVES or numeric.to_rational(leaf) is not None or _is_words(leaf)
+                           or _BASE.match(leaf.replace(" ", "")) is not None or _CLOCK.match(leaf) is not None
+                           or evaluate.parses(leaf))
+
+
 def offers_several(answer: str, reference: str) -> bool:
     """A wrong answer that lists several values (`3, 4`, `\\pm 3`, `\\{3, 4\\}`) for a single-valued
     reference: a hedge rather than a plain mistake."""

@@ -14,9 +14,9 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from rlvr.verifiers.math import grader, symbolic
+from rlvr.verifiers.math import grader, numeric, symbolic
 from rlvr.verifiers.math.normalize import normalize
-from rlvr.verifiers.math.structures import Node, parse_structure
+from rlvr.verifiers.math.structures import parse_structure
 
 _WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=0"), ("x^{y}+\\ln x", "x^y"),
             ("x^2 > 1", "(-\\infty,-1)\\cup(1,\\infty)"), ("\\sin^2 x+\\cos^2 x", "1"), ("\\binom{5}{2}", "10"))
@@ -34,6 +34,8 @@ def handle(task: tuple) -> tuple[str, object]:
             return "ok", bool(symbolic.equal(symbolic.parse(task[1]), symbolic.parse(task[2])))
         except Exception as exc:  # noqa: BLE001
             return "error", f"{type(exc).__name__}: {exc}"
+    if task[0] == "reference":  # does this reference parse at all?
+        return "ok", not _side_fails(task[1])
     kind, answer, reference, split_words, simplified = task
     if kind != "grade":
         return "error", f"unknown task {kind!r}"
@@ -51,27 +53,14 @@ def handle(task: tuple) -> tuple[str, object]:
 
 
 def _side_fails(text: str) -> bool:
-    """Whether some scalar leaf of `text` cannot be parsed."""
+    """Whether some scalar part of `text` cannot be parsed."""
     try:
-        for leaf in _leaves(parse_structure(normalize(text))):
-            if leaf and not _cheap(leaf):
+        for leaf in grader.leaves(parse_structure(normalize(text), split_words=True)):
+            if leaf.strip() and numeric.to_rational(leaf) is None:
                 symbolic.parse(leaf)
         return False
     except Exception:  # noqa: BLE001
         return True
-
-
-def _cheap(leaf: str) -> bool:
-    from rlvr.verifiers.math import numeric
-
-    return numeric.to_rational(leaf) is not None
-
-
-def _leaves(node: Node):
-    if node.kind == "scalar":
-        yield node.text
-    for item in node.items:
-        yield from _leaves(item)
 
 
 def serve(tasks: Connection, results: Connection) -> None:
