@@ -56,6 +56,7 @@ import builtins
 import contextlib
 import importlib
 import json
+import marshal
 import math
 import os
 import pwd
@@ -63,6 +64,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -184,6 +186,12 @@ def _bad():
     raise ValueError("malformed complex")
 
 
+def frame(message):
+    """A length-prefixed marshal frame for the runner (judge to runner only: trusted data)."""
+    body = marshal.dumps(message)
+    return len(body).to_bytes(4, "big") + body
+
+
 def describe(exc):
     return f"{type(exc).__name__}: {exc}"[:500]
 
@@ -240,7 +248,7 @@ class Runner:
             kwargs = {"user": cfg.uid, "group": cfg.uid, "extra_groups": []}
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", RUNNER, mode, str(req_r), str(resp_w)],
+                [sys.executable, "-I", "-S", "-B", RUNNER, mode, str(req_r), str(resp_w)],
                 stdin=in_r, stdout=out_w, stderr=err_w, pass_fds=(req_r, resp_w), cwd=cfg.scratch,
                 env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cfg.scratch},
                 start_new_session=True, preexec_fn=self._limits, **kwargs,
@@ -254,7 +262,7 @@ class Runner:
             os.set_blocking(fd, False)
             if name != "resp":
                 self._streams[name] = [bytearray(), 0]  # kept bytes, total bytes seen
-        self._pending = {req_w: bytearray((json.dumps(program) + "\n").encode())}
+        self._pending = {req_w: bytearray(frame(program))}
         if stdin_data:
             self._pending[in_w] = bytearray(stdin_data)
         else:
@@ -283,7 +291,7 @@ class Runner:
     # -- the event loop --
 
     def send(self, message):
-        self._pending.setdefault(self._req_w, bytearray()).extend((json.dumps(message) + "\n").encode())
+        self._pending.setdefault(self._req_w, bytearray()).extend(frame(message))
 
     def read_message(self, deadline):
         """The next JSON line from the reply pipe; RemoteError if the runner is gone."""
@@ -798,6 +806,18 @@ def _as_job_user(uid, wipe):
     os.waitpid(child, 0)
 
 
+def _scratch_dirty(uid):
+    """Whether the job left anything in scratch, or tampered with its work directory."""
+    try:
+        work = os.lstat("/tmp/w")
+        if (not stat.S_ISDIR(work.st_mode) or work.st_uid != uid or stat.S_IMODE(work.st_mode) != 0o755
+                or os.listdir("/tmp/w") or os.listdir("/tmp") != ["w"]):
+            return True
+        return any(os.listdir(d) for d in SCRATCH_DIRS[1:] if os.path.isdir(d))
+    except OSError:
+        return True
+
+
 def _wipe_scratch():
     for top in SCRATCH_DIRS:
         try:
@@ -937,11 +957,13 @@ def run_job(job, isolated):
                or result.get("output_exceeded") or result.get("leftover_processes"))
     if isolated:
         kill_job_processes(cfg, None)
-        _as_job_user(cfg.uid, wipe=True)
-        leftovers = _user_processes(cfg.uid)
+        leftovers = []
+        if _scratch_dirty(cfg.uid) or _sysv_ipc_objects():  # most jobs write nothing: no fork then
+            _as_job_user(cfg.uid, wipe=True)
+            leftovers = _user_processes(cfg.uid)
         if leftovers:
             result["leftover_processes"] = len(leftovers)
-        tainted = tainted or bool(leftovers) or _sysv_ipc_objects() > 0
+        tainted = tainted or bool(leftovers) or _sysv_ipc_objects() > 0 or _scratch_dirty(cfg.uid)
     else:
         _kill_local_tree(None)
         shutil.rmtree(local_scratch, ignore_errors=True)

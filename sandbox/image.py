@@ -132,8 +132,7 @@ def ensure_offline_base(client, log: Callable[[str], None] = print) -> str:
             tar.add(root, arcname=".")
         log(f"importing the root file system as {OFFLINE_BASE}")
         repository, tag = OFFLINE_BASE.split(":")
-        with open(archive, "rb") as data:
-            client.api.import_image_from_stream(data, repository=repository, tag=tag)
+        client.api.import_image_from_file(str(archive), repository=repository, tag=tag)
     if not image_exists(client, OFFLINE_BASE):
         raise ImageError(f"docker import did not produce {OFFLINE_BASE}")
     return OFFLINE_BASE

@@ -1,61 +1,85 @@
 """The untrusted side of a sandbox job: runs the model's program and nothing else.
 
-Started by the judge (`harness.py`) as `python3 -I -B runner.py MODE REQ_FD RESP_FD`, as the
-job user, in a fresh process. Nothing in here is trusted: the program it loads may rewrite
-any of it. That is fine, because the runner only ever hands back *data* (the values that
-functions returned, or bytes written to stdout), and the judge decides the verdict alone.
-It never sees a test, an expected value or a comparison.
+Started by the judge (`harness.py`) as `python3 -I -S -B runner.py MODE REQ_FD RESP_FD`, as
+the job user, in a fresh process. Nothing in here is trusted: the program it loads may
+rewrite any of it. That is fine, because the runner only ever hands back *data* (the values
+that functions returned, or bytes written to stdout), and the judge decides the verdict
+alone. It never sees a test, an expected value or a comparison.
 
 Modes:
   call    load the program, report its top-level names, then answer call requests
-          `{"id", "fn", "args", "kwargs"}` with `{"id", "ok", "value" | "error"}`, one JSON
-          line each. Values travel in the tagged encoding below.
+          `{"id", "fn", "args", "kwargs"}` with `{"id", "ok", "value" | "error"}`.
   script  load the program as `__main__` with the real stdin/stdout (stdin/stdout tests).
 
-Value encoding (shared with the judge, which decodes it strictly): JSON null, booleans,
-ints, floats (NaN and infinities as JSON's extension), strings and lists stand for
-themselves; every other value is an object `{"~": tag, "v": ...}` with tag tuple, dict
-(a list of pairs), set, frozenset, bytes (hex), complex ([re, im]), type (a builtin type's
-name, arguments only), ref (the name of a value that lives here, arguments only) or handle
-(the index of an object kept here). Only values of these exact builtin types travel as
-values (Counter, OrderedDict, defaultdict and namedtuples are sent as the dict or tuple they
-hold); anything else, an `int` subclass whose `__eq__` lies included, stays here and the
-judge sees an opaque handle that equals nothing and has no truth value.
+Wire: the judge sends length-prefixed `marshal` frames (trusted data, and `marshal` costs
+no import); the runner answers with JSON lines written by the small encoder below, which
+the judge parses strictly. No `json` import here: with `re` and `enum` behind it, it would
+double the start-up time of every job.
+
+Value encoding: JSON null, booleans, ints, floats (NaN and infinities as JSON's extension),
+strings and lists stand for themselves; every other value is an object `{"~": tag, "v": ...}`
+with tag tuple, dict (a list of pairs), set, frozenset, bytes (hex), complex ([re, im]),
+type (a builtin type's name, arguments only), ref (the name of a value that lives here,
+arguments only) or handle (the index of an object kept here). Only values of these exact
+builtin types travel as values (Counter, OrderedDict, defaultdict and namedtuples go as the
+dict or tuple they hold); anything else, an `int` subclass whose `__eq__` lies included,
+stays here and the judge sees an opaque handle that equals nothing and has no truth value.
 """
 
 import builtins
-import collections
-import json
+import marshal
+import os
 import sys
 
 _MAX_DEPTH = 200
-
-
-_DICTS = (collections.Counter, collections.OrderedDict, collections.defaultdict)
+_DICT_TYPES = ("Counter", "OrderedDict", "defaultdict")
+_ESCAPES = {i: f"\\u{i:04x}" for i in [*range(32), *range(0xD800, 0xE000)]}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
 _handles = []  # objects that are not plain data stay here; the judge gets an opaque handle
 
 
+def _plain_dict(value, kind):
+    if kind is dict:
+        return True
+    collections = sys.modules.get("collections")
+    return collections is not None and any(kind is getattr(collections, n, None) for n in _DICT_TYPES)
+
+
 def encode(value, depth=0):
+    """JSON text of `value` in the tagged encoding."""
     if depth > _MAX_DEPTH:
         raise ValueError("value nested too deeply")
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        text = float.__repr__(value)
+        return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
+    if kind is str:
+        return '"' + str.translate(value, _ESCAPES) + '"'
     if kind is list:
-        return [encode(v, depth + 1) for v in value]
+        return "[" + ",".join(encode(v, depth + 1) for v in value) + "]"
     if kind is tuple or (isinstance(value, tuple) and hasattr(kind, "_fields")):  # namedtuples as tuples
-        return {"~": "tuple", "v": [encode(v, depth + 1) for v in tuple.__iter__(value)]}
-    if kind is dict or kind in _DICTS:  # Counter == dict holds in Python too
-        items = dict.items(value)
-        return {"~": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in items]}
-    if kind in (set, frozenset):
-        return {"~": kind.__name__, "v": [encode(v, depth + 1) for v in value]}
+        return _tagged("tuple", "[" + ",".join(encode(v, depth + 1) for v in tuple.__iter__(value)) + "]")
+    if _plain_dict(value, kind):  # Counter == dict holds in Python too
+        pairs = ",".join(f"[{encode(k, depth + 1)},{encode(v, depth + 1)}]" for k, v in dict.items(value))
+        return _tagged("dict", "[" + pairs + "]")
+    if kind is set or kind is frozenset:
+        return _tagged(kind.__name__, "[" + ",".join(encode(v, depth + 1) for v in value) + "]")
     if kind is bytes:
-        return {"~": "bytes", "v": value.hex()}
+        return _tagged("bytes", '"' + bytes.hex(value) + '"')
     if kind is complex:
-        return {"~": "complex", "v": [value.real, value.imag]}
+        return _tagged("complex", f"[{encode(value.real)},{encode(value.imag)}]")
     _handles.append(value)
-    return {"~": "handle", "v": len(_handles) - 1}
+    return _tagged("handle", str(len(_handles) - 1))
+
+
+def _tagged(tag, body):
+    return '{"~":"' + tag + '","v":' + body + "}"
 
 
 def decode(data, namespace):
@@ -84,31 +108,74 @@ def _describe(exc):
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def _serve_calls(code, setup, namespace, requests, responses):
+def _read_frame(fd):
+    """One length-prefixed marshal frame from the judge, or None at EOF."""
+    head = _read_exact(fd, 4)
+    if head is None:
+        return None
+    body = _read_exact(fd, int.from_bytes(head, "big"))
+    return None if body is None else marshal.loads(body)
+
+
+def _read_exact(fd, n):
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _send(fd, text):
+    data = (text + "\n").encode("utf-8")
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _reply(call_id, ok, payload):
+    if ok:
+        return '{"id":' + str(call_id) + ',"ok":true,"value":' + payload + "}"
+    return '{"id":' + str(call_id) + ',"ok":false,"error":' + encode(payload) + "}"
+
+
+def _serve_calls(code, setup, namespace, req_fd, resp_fd):
     try:
         exec(compile(code, "<solution>", "exec"), namespace)
         if setup:  # MBPP's test_setup_code builds inputs from the solution's own classes
             exec(compile(setup, "<setup>", "exec"), namespace)
         names = sorted(k for k in namespace if isinstance(k, str) and not k.startswith("__"))
-        hello = {"loaded": True, "names": names}
+        hello = '{"loaded":true,"names":' + encode(names) + "}"
     except BaseException as exc:  # the program's own failure, reported as data
-        hello = {"loaded": False, "error": _describe(exc)}
-    _send(responses, hello)
-    for line in requests:
-        request = json.loads(line)
+        hello = '{"loaded":false,"error":' + encode(_describe(exc)) + "}"
+    _send(resp_fd, hello)
+    while True:
+        request = _read_frame(req_fd)
+        if request is None:
+            return
+        call_id = int(request["id"])
         try:
             fn = namespace[request["fn"]]
             args = decode(request["args"], namespace)
             kwargs = dict(decode(request["kwargs"], namespace))
-            reply = {"id": request["id"], "ok": True, "value": encode(fn(*args, **kwargs))}
+            reply = _reply(call_id, True, encode(fn(*args, **kwargs)))
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, MemoryError: all just data
-            reply = {"id": request["id"], "ok": False, "error": _describe(exc)}
-        _send(responses, reply)
+            reply = _reply(call_id, False, _describe(exc))
+        _send(resp_fd, reply)
 
 
-def _send(stream, obj):
-    stream.write(json.dumps(obj) + "\n")
-    stream.flush()
+class _Quit:
+    """`exit()` and `quit()` as the site module would define them (the runner starts with -S)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Use {self.name}() to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
 
 
 def main():
@@ -118,25 +185,26 @@ def main():
             f.write("1000")
     except OSError:
         pass
+    for name in ("exit", "quit"):
+        if not hasattr(builtins, name):
+            setattr(builtins, name, _Quit(name))
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    requests = open(req_fd, encoding="utf-8")
-    responses = open(resp_fd, "w", encoding="utf-8")
-    program = json.loads(requests.readline())
+    program = _read_frame(req_fd)
     code, setup = program["code"], program.get("setup", "")
     if mode == "script":
-        requests.close()
-        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        os.close(req_fd)
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
         try:
             exec(compile(code, "<solution>", "exec"), namespace)
         except SystemExit:
             raise
         except BaseException as exc:  # tells the judge about MemoryError; the verdict ignores it
-            _send(responses, {"error": _describe(exc)})
+            _send(resp_fd, '{"error":' + encode(_describe(exc)) + "}")
             raise
         return
-    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
-    _serve_calls(code, setup, namespace, requests, responses)
+    namespace = {"__name__": "__solution__", "__builtins__": builtins}
+    _serve_calls(code, setup, namespace, req_fd, resp_fd)
 
 
 if __name__ == "__main__":
