@@ -134,6 +134,15 @@ def test_works_with_gymnasium_vector():
     vec.close()
 
 
+def test_works_with_async_vector_envs_without_shared_memory():
+    vec = gym.vector.AsyncVectorEnv([lambda: make(digits=1) for _ in range(2)], shared_memory=False)
+    obs, _ = vec.reset(seed=0)
+    golds = [str(sympy.sympify(re.search(r"Compute (.+?)\. Give", o[1]["content"]).group(1))) for o in obs]
+    _, rewards, _, _, _ = vec.step((f"\\boxed{{{golds[0]}}}", "\\boxed{-1}"))
+    assert rewards.tolist() == [1.0, 0.0]
+    vec.close()
+
+
 def test_bad_arguments_give_one_clear_error():
     with pytest.raises(ValueError, match="digits|difficulty"):
         make(digits=0)
