@@ -142,7 +142,7 @@ def normalize(s: str) -> str:
 
 
 def _normalize(s: str) -> str:
-    s = strip_math_delimiters(s)
+    s = _full_stop(strip_math_delimiters(s))
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
     s = re.sub(r"(\d),\s*\\!\s*(?=\d{3})", r"\1,", s)  # `11,\! 111`: a thousands separator
     s = s.replace("\\left.", " ").replace("\\right.", " ")  # invisible delimiters
@@ -181,14 +181,21 @@ def _normalize(s: str) -> str:
     s = _SPACE_RUN.sub(" ", s).strip()
     if _looks_like_number(s):  # `1,000,000`, `11,\! 111` and `1 000`: one number
         s = s.replace(",", "").replace(" ", "")
-    if s.endswith(".") and not s.endswith(".."):  # a full stop, not an ellipsis (`0.333...`)
-        s = s[:-1].rstrip()
+    s = _full_stop(s)
     while s.endswith((",", ";", "\\\\")):
         s = s[:-2].rstrip() if s.endswith("\\\\") else s[:-1].rstrip()
     return _SPACE_AROUND.sub(r"\1", s)
 
 
 _normalize_cached = functools.lru_cache(maxsize=1 << 15)(_normalize)
+
+
+def _full_stop(s: str) -> str:
+    """Drop a sentence's final period (not an ellipsis: `0.333...`)."""
+    s = s.rstrip()
+    if s.endswith(".") and not s.endswith(".."):
+        s = s[:-1].rstrip()
+    return s
 
 
 def _drop_command(s: str, token: str) -> str:
