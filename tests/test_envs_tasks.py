@@ -13,6 +13,7 @@ import sympy
 from gymnasium.utils.env_checker import check_env
 
 import rlvr.envs  # noqa: F401  (registers the ids)
+from rlvr.envs import score_groups
 from rlvr.envs.expr import ExprError, evaluate
 from rlvr.envs.tasks_algebra import LinearEquationTasks
 from rlvr.envs.tasks_arithmetic import ArithmeticTasks
@@ -182,3 +183,19 @@ def test_generator_arguments_are_checked():
         ArithmeticTasks(digits=2, difficulty=3)
     with pytest.raises(ValueError, match="tasks must be one of"):
         gym.make("rlvr/MathSelfCheck-v0", tasks="poetry")
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("rlvr/Arithmetic-v0", {"digits": 6, "ops": "+-*/", "terms": 5}), ("rlvr/LinearEquation-v0", {"difficulty": 9}),
+    ("rlvr/LinearSystem-v0", {"difficulty": 8}), ("rlvr/LinearSystem-v0", {"unknowns": 3, "difficulty": 10}),
+    ("rlvr/Fractions-v0", {"difficulty": 10}),
+])
+def test_the_math_verifier_accepts_the_gold_answers_and_rejects_altered_ones(env_id, kwargs):
+    envs = [gym.make(env_id, **kwargs) for _ in range(15)]
+    for i, env in enumerate(envs):
+        env.reset(options={"index": i})
+    golds = [env.unwrapped.task.reference for env in envs]
+    altered = [re.sub(r"\d", lambda m: str((int(m.group()) + 1) % 10), g, count=1) for g in golds]  # first digit + 1
+    results = score_groups(envs, [[f"\\boxed{{{g}}}", f"\\boxed{{{a}}}"] for g, a in zip(golds, altered)])
+    assert [row[0][1]["correct"] for row in results] == [True] * 15
+    assert [row[1][1]["correct"] for row in results] == [False] * 15
