@@ -50,6 +50,7 @@ _DOT = re.compile(r"\\dot\{?(\d)\}?")
 _SETS = {"\\varnothing": "\\emptyset", "\\{\\}": "\\emptyset", "\u2205": "\\emptyset", "\\mathbb{R}": "(-\\infty,\\infty)",
          "\\mathbb R": "(-\\infty,\\infty)", "\\R ": "(-\\infty,\\infty)", "\u211d": "(-\\infty,\\infty)",
          "\\text{all real numbers}": "(-\\infty,\\infty)", "\\text{All real numbers}": "(-\\infty,\\infty)"}
+_ONE_CHAR_GROUP = re.compile(r"([\^_])\{\s*(\w)\s*\}")
 _LONE_VARIABLE = re.compile(r"\s*[a-zA-Z](?:_\{?\w+\}?)?\s*")
 _LE_GE = re.compile(r"\\[lg]e(?![a-zA-Z])")
 _MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*\)")
@@ -178,6 +179,7 @@ def _normalize(s: str) -> str:
     s = _FRAC_HALF.sub(r"\\frac\1{\2}", s)
     s = _FRAC_FIRST.sub(r"\\frac{\1}\2", s)
     s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
+    s = _ONE_CHAR_GROUP.sub(r"\1\2", s)  # x^{2} -> x^2, a_{1} -> a_1
     s = _SPACE_RUN.sub(" ", s).strip()
     if _looks_like_number(s):  # `1,000,000`, `11,\! 111` and `1 000`: one number
         s = s.replace(",", "").replace(" ", "")
