@@ -30,8 +30,9 @@ def register_env(env_id: str, tasks: TaskSource | Callable[..., TaskSource] | Se
                  env_class: type[TaskEnv] = TaskEnv, replace: bool = False) -> None:
     """Make `env_id` available to `gymnasium.make` and list it in `rlvr list`.
 
-    Give either `tasks` (with an optional `verifier`, default: the source's own) or a
-    ready `entry_point` (a callable or "module:attr" returning a `gymnasium.Env`).
+    Give either `tasks` (with an optional `verifier`, default: the source's own, which for
+    a plain list of tasks is the math verifier on a boxed answer) or a ready `entry_point`
+    (a callable or "module:attr" returning a `gymnasium.Env`).
     `kwargs` are default keyword arguments for `gymnasium.make`.
     """
     try:
@@ -56,7 +57,9 @@ def _entry_point(tasks: Any, verifier: Verifier | str | None, env_class: type[Ta
         source = tasks
 
         def factory(**kw: Any) -> TaskSource:
-            return source.with_difficulty(kw.pop("difficulty")) if "difficulty" in kw else _no_kwargs(source, kw)
+            level = kw.pop("difficulty", None)
+            _no_kwargs(source, kw)
+            return source if level is None else source.with_difficulty(level)
     elif isinstance(tasks, Sequence) and not isinstance(tasks, str):
         source = ListTasks(list(tasks))
 

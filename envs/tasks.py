@@ -37,7 +37,7 @@ class TaskSource:
 
     `verifier_spec()` returns `(registered verifier name, kwargs)`: envs built on sources
     with equal specs share one verifier object, so a batch across them is scored in one
-    concurrent call. A source with its own verifier object overrides `make_verifier`.
+    concurrent call. A source that builds its own verifier overrides `make_verifier` (not shared).
     `size` is the number of distinct items (None: unbounded, as for generators).
     """
 
@@ -77,7 +77,7 @@ class TaskSource:
 
 
 class Generator(TaskSource):
-    """A seeded procedural source: `get(index)` = `make(rng, index)` with a fresh rng per item."""
+    """A seeded procedural source: `get(index)` calls `make(rng)` with a fresh rng seeded for that item."""
 
     levels = range(1, 11)
 
