@@ -29,6 +29,7 @@ from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
 _CHOICE_ANSWER = re.compile(r"^(?:option|choice)?\s*(?:\(([A-Ea-e])\)|([A-Ea-e])(?:[).:]|\s|$))", re.IGNORECASE)
 _CLOCK = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?(?:\s*(?:am|pm|a\.m\.|p\.m\.))?$", re.IGNORECASE)
+_LABELLED_CHOICE = re.compile(r"^\(?[A-E](?:\)|\.|:)")
 _OTHER_CHOICE = re.compile(r"(?<![A-Za-z\\])[A-E](?![A-Za-z])")
 _BASE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?\(?(\d+)\)?\}?$")
 _DECIMAL_LITERAL = re.compile(r"(-?)(\d*)\.(\d+)")
@@ -53,6 +54,9 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
     choice = _choice(r, reference)
     if choice is not None:
         return choice == _choice_of_answer(a)
+    labelled = _choice_of_answer(r) if _LABELLED_CHOICE.match(r) else None
+    if labelled is not None and _choice_of_answer(a) is not None:  # `C. x = 42` answered by `C`
+        return labelled == _choice_of_answer(a)
     try:
         node_a = parse_structure(a, split_words=split_words)
         node_r = parse_structure(r, split_words=split_words)
@@ -370,7 +374,8 @@ def reference_readable(reference: str) -> bool:
     """Whether every part of the reference is something the in-process stages can read (a
     number, a word, a choice letter, an expression the evaluator parses). False means only
     that sympy must confirm it parses, not that it is bad."""
-    if _choice(normalize(reference), reference) is not None:
+    norm = normalize(reference)
+    if _choice(norm, reference) is not None or (_LABELLED_CHOICE.match(norm) and _choice_of_answer(norm)):
         return True
     return all(_leaf_readable(leaf) for leaf in leaves(parse_structure(normalize(reference), split_words=True)))
 

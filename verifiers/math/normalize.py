@@ -193,8 +193,10 @@ _normalize_cached = functools.lru_cache(maxsize=1 << 15)(_normalize)
 
 
 def _full_stop(s: str) -> str:
-    """Drop a sentence's final period (not an ellipsis: `0.333...`)."""
+    """Drop a sentence's final period (not an ellipsis: `0.333...`) and a stray final backslash."""
     s = s.rstrip()
+    if s.endswith("\\") and not s.endswith("\\\\"):
+        s = s[:-1].rstrip()
     if s.endswith(".") and not s.endswith(".."):
         s = s[:-1].rstrip()
     return s
