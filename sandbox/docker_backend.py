@@ -61,6 +61,36 @@ def container_options(image: str, limits: Limits) -> dict:
     )
 
 
+def remove_stale_containers(client) -> int:
+    """Remove sandbox containers whose owning process on this host is gone (best effort).
+
+    Started containers clean up after themselves (`StdinOnce`); this catches the ones a
+    crash left between create and start.
+    """
+    removed = 0
+    here = socket.gethostname()
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        host, _, pid = container.labels.get(f"{LABEL}.owner", "").rpartition(":")
+        if host != here or not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            container.remove(force=True)
+            removed += 1
+        except Exception:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class DockerWorker:
     """A started container and its attach socket; `run` is one job, one at a time."""
 

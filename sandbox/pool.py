@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from rlvr.sandbox.docker_backend import DockerWorker, WorkerError
+from rlvr.sandbox.docker_backend import DockerWorker, WorkerError, remove_stale_containers
 from rlvr.sandbox.local_backend import LocalWorker
 from rlvr.sandbox.protocol import Job, Limits, Result
 
@@ -192,6 +192,7 @@ def _docker_setup(image: str | None, build: bool):
             build_image(client, image, log=lambda _msg: None)
     if not image_exists(client, image):
         raise SandboxUnavailable(f"the sandbox image {image} is missing; run `rlvr sandbox build`")
+    remove_stale_containers(client)
     return client, image
 
 
