@@ -102,6 +102,7 @@ HUGE = {
     "braces": "{" * 500_000 + "}" * 500_000,
     "statements": "The answer is " * 100_000,
     "answer_tags": "<answer>1</answer>" * 50_000,
+    "distinct_answer_tags": "".join(f"<answer>{i}</answer>" for i in range(50_000)),
     "deep_parentheses": "\\boxed{" + "(" * 900 + "1" + ")" * 900 + "}",
 }
 

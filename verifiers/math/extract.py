@@ -3,9 +3,10 @@
 Only the final region counts (after `</think>`; nothing when the think block is left
 open). The last closed `\\boxed{}`/`\\fbox{}` wins; without a box the fallbacks are, in
 order, an `<answer>` block, "final answer is ...", "the answer is ...", a GSM8K `#### 42`
-line and, unless strict, the last math span, a bare short answer and the last number. Several *different* boxed answers are a hedge,
-unless the text between two of them retracts the earlier one ("that is wrong", "wait",
-"actually"): a self-correction then keeps the later box. Every pass is linear.
+line and, unless strict, the last math span, a bare short answer and the last number.
+Several *different* boxed answers are a hedge, unless the text between two of them
+retracts the earlier one ("that is wrong", "wait", "actually"): a self-correction then
+keeps the later box. Every pass is linear in the length of the completion.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from rlvr.verifiers.boxes import final_region, find_boxes
 from rlvr.verifiers.core import HEDGE, NO_ANSWER
 from rlvr.verifiers.math.normalize import normalize, strip_math_delimiters
 
-MAX_ANSWER_CHARS = 2000
-MAX_BOXES = 64
+MAX_ANSWER_CHARS = 2000  # a longer "answer" is not a final answer but a dump
+MAX_BOXES = 64  # only the last boxes are compared: a longer stream is a hedge either way
 _SHORT = 40  # a completion this short and on one line may be the bare answer
-_PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # a longer "answer" is not a final answer but a dump
+_PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # two words in a row: a sentence, not an answer
 
 _RETRACTION = re.compile(
     r"\b(wrong|incorrect|mistake|error|erroneous|actually|wait|correction|correcting|recheck|re-check|"
@@ -45,7 +46,7 @@ class Extraction:
 
     answer: str | None
     reason: str | None = None  # NO_ANSWER or HEDGE when the answer cannot be scored as is
-    source: str = ""  # boxed, answer_tag, final_answer, answer_is, gsm8k, last_number
+    source: str = ""  # boxed, answer_tag, final_answer, answer_is, gsm8k, math_span, whole, last_number
     candidates: tuple[str, ...] = ()  # the different boxed answers of a hedge
     why: str = ""
 
@@ -101,7 +102,7 @@ def _checked(answer: str, source: str) -> Extraction:
 def _from_boxes(region: str, boxes) -> Extraction:
     if not boxes[-1].closed:
         return Extraction(None, NO_ANSWER, "boxed", why="the last box is never closed (truncated output)")
-    boxes = boxes[-MAX_BOXES:]  # a stream of boxes is a hedge either way; bound the work
+    boxes = boxes[-MAX_BOXES:]
     kept = [boxes[0]]
     for box in boxes[1:]:
         between = region[_box_end(region, kept[-1]):box.start]
@@ -145,11 +146,9 @@ def _answer_tag(region: str) -> str | None:
     found = _ANSWER_TAG.findall(region)
     if not found:
         return None
-    distinct = []
-    for item in found:
-        if not any(_same(item, seen) for seen in distinct):
-            distinct.append(item)
-    return found[-1] if len(distinct) == 1 else _HEDGED  # several different answer blocks
+    if any(not _same(item, found[-1]) for item in found[-MAX_BOXES:]):
+        return _HEDGED  # several different answer blocks
+    return found[-1]
 
 
 def _statement(pattern: re.Pattern[str]):
