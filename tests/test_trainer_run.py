@@ -77,7 +77,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_metrics(toy_run, tmp_
     _, reference = toy_run
     config = _write_config(tmp_path / "toy.yaml", steps=10, checkpoint_every=1, eval_prompts=8)
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "rlvr.cli", "train", "--config", str(config), "--run-dir", str(run_dir)]
+    cmd = [sys.executable, "-m", "rlvr", "train", "--config", str(config), "--run-dir", str(run_dir)]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     while len(read_jsonl(run_dir / "metrics.jsonl")) < 4 and proc.poll() is None and time.monotonic() < deadline:
@@ -101,7 +101,7 @@ def test_two_process_step_equals_the_single_process_step(tmp_path):
     config = _write_config(tmp_path / "ddp.yaml", **settings)
     done = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
-         "-m", "rlvr.cli", "train", "--config", str(config), "--run-dir", str(tmp_path / "two")],
+         "-m", "rlvr", "train", "--config", str(config), "--run-dir", str(tmp_path / "two")],
         env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     _same(read_jsonl(tmp_path / "two" / "metrics.jsonl"), read_jsonl(tmp_path / "one" / "metrics.jsonl"), rel=1e-5)

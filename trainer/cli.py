@@ -2,13 +2,12 @@
 
     rlvr train --config configs/arith-smollm2.yaml --set lr=1e-6 --run-dir runs/arith
     rlvr train --run-dir runs/arith --resume          # continue exactly where a run stopped
-    torchrun --nproc_per_node 2 -m rlvr.cli train --config ...   # data parallel
+    torchrun --nproc_per_node 2 -m rlvr train --config ...   # data parallel
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 
@@ -46,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
         if trainer.rank == 0:
             evals = trainer.evals.read()
             if evals:
-                print(json.dumps({"accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"]}))
+                print(f"held-out accuracy (greedy, {evals[0]['n']} prompts): before {evals[0]['accuracy']:.3f} "
+                      f"(step {evals[0]['step']}), after {evals[-1]['accuracy']:.3f} (step {evals[-1]['step']})")
             print(f"run written to {args.run_dir}")
     finally:
         distributed.teardown()

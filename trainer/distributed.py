@@ -1,6 +1,6 @@
 """Data parallelism on torch.distributed: groups are sharded across ranks, gradients summed.
 
-Launched with `torchrun --nproc_per_node N -m rlvr.cli train ...`: gloo on CPU, NCCL on GPU.
+Launched with `torchrun --nproc_per_node N -m rlvr train ...`: gloo on CPU, NCCL on GPU.
 Each rank generates, scores and back-propagates its own share of the groups; before the
 optimizer step the gradients are summed across ranks in one flat all-reduce. The loss is
 normalised by batch-wide totals (see loss.py), so the sum is the gradient of the whole batch,
