@@ -58,8 +58,8 @@ class RewardFunc(_Logged):
     """A TRL reward function that scores with verifier `verifier` (a registered name or an instance).
 
     `reference`: the dataset column holding the reference answer (None: no reference).
-    `fields`: the columns passed as task fields (default: every dataset column but the reference,
-    and but columns named `completion` or `reference`, which are `score`'s own parameters).
+    `fields`: the columns passed as task fields (default: every dataset column except the
+    reference and columns named `completion` or `reference`, which are `score`'s own parameters).
     `when`: `{column: value or list of values}`; rows that do not match get None.
     `options`: constructor options when `verifier` is a name.
     """
@@ -92,7 +92,8 @@ class RewardFunc(_Logged):
         names = self.fields if self.fields is not None else [
             k for k in columns if k != self.reference and k not in SCORE_ARGUMENTS]
         field_columns = {k: self._column(columns, k, n) for k in names}
-        rows = [i for i in range(n) if all(self._column(columns, k, n)[i] in ok for k, ok in self.when.items())]
+        when = [(self._column(columns, k, n), ok) for k, ok in self.when.items()]
+        rows = [i for i in range(n) if all(column[i] in ok for column, ok in when)]
         verifier = self.verifier if isinstance(self.verifier, Verifier) else get_verifier(self.verifier, self.options)
         scores = verifier.score_batch(
             [completions[i] for i in rows],
