@@ -104,6 +104,9 @@ HUGE = {
     "answer_tags": "<answer>1</answer>" * 50_000,
     "distinct_answer_tags": "".join(f"<answer>{i}</answer>" for i in range(50_000)),
     "deep_parentheses": "\\boxed{" + "(" * 900 + "1" + ")" * 900 + "}",
+    "relation_chain": "\\boxed{" + "x<" * 950 + "1}",
+    "equation_chain": "\\boxed{" + "x=" * 950 + "1}",
+    "list_of_relations": "\\boxed{" + ", ".join(["x<1"] * 300) + "}",
 }
 
 

@@ -43,7 +43,12 @@ def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
     Interval brackets need not match in type (`[1, 2)`), so depth counts any opener
     against any closer.
     """
-    parts, depth, start, i, n = [], 0, 0, 0, len(s)
+    return split_top_with(s, seps)[0]
+
+
+def split_top_with(s: str, seps: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """`split_top`, also returning which separator stood at each cut (one linear pass)."""
+    parts, found, depth, start, i, n = [], [], 0, 0, 0, len(s)
     while i < n:
         ch = s[i]
         if ch == "\\":
@@ -55,6 +60,7 @@ def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
                 sep = next((t for t in seps if s.startswith(t, i) and not _continues(s, i, t)), None)
                 if sep:
                     parts.append(s[start:i])
+                    found.append(sep)
                     i += len(sep)
                     start = i
                     continue
@@ -68,12 +74,13 @@ def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
             sep = next((t for t in seps if s.startswith(t, i)), None)
             if sep:
                 parts.append(s[start:i])
+                found.append(sep)
                 i += len(sep)
                 start = i
                 continue
         i += 1
     parts.append(s[start:])
-    return parts
+    return parts, found
 
 
 def _continues(s: str, i: int, token: str) -> bool:
@@ -159,26 +166,9 @@ def _single(s: str) -> Node:
 
 
 def _relation(s: str) -> Node | None:
-    pieces: list[str] = []
-    ops: list[str] = []
-    rest = s
-    while True:
-        found = None
-        for op in _RELATIONS:
-            parts = split_top(rest, (op,))
-            if len(parts) > 1:
-                cand = len(parts[0])
-                if found is None or cand < found[0]:
-                    found = (cand, op)
-        if found is None:
-            break
-        cut, op = found
-        pieces.append(rest[:cut])
-        ops.append(op)
-        rest = rest[cut + len(op):]
+    pieces, ops = split_top_with(s, _RELATIONS)
     if not ops:
         return None
-    pieces.append(rest)
     if any(not p.strip() for p in pieces):
         return None
     if set(ops) == {"="}:  # `z = 1 + 1 = 2`: the first name and the final value
