@@ -61,6 +61,16 @@ def test_fuzz_latex_like_never_raises_or_overruns(verifier, completion, referenc
     _check(verifier, "\\boxed{" + completion + "}", reference or "1")
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pattern=st.lists(LATEX_TOKENS, min_size=1, max_size=4).map("".join).filter(bool),
+       reference=st.sampled_from(["5", "x^2+1", "(1, 2)", "1, 2", "[0, 1)", "\\frac{1}{2}"]))
+def test_fuzz_long_repetitive_answers_stay_within_the_limit(verifier, pattern, reference):
+    # a pattern repeated up to the 2000-character answer cap: catches quadratic in-process stages
+    answer = (pattern * (1900 // len(pattern) + 1))[:1900]
+    _check(verifier, "\\boxed{" + answer + "}", reference)
+    _check(verifier, answer, reference)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(completion=st.text(max_size=200), reference=st.text(max_size=30))
 def test_fuzz_arbitrary_text_never_raises_or_overruns(verifier, completion, reference):
