@@ -51,6 +51,8 @@ _SETS = {"\\varnothing": "\\emptyset", "\\{\\}": "\\emptyset", "\u2205": "\\empt
          "\\mathbb R": "(-\\infty,\\infty)", "\\R ": "(-\\infty,\\infty)", "\u211d": "(-\\infty,\\infty)",
          "\\text{all real numbers}": "(-\\infty,\\infty)", "\\text{All real numbers}": "(-\\infty,\\infty)"}
 _ONE_CHAR_GROUP = re.compile(r"([\^_])\{\s*(\w)\s*\}")
+# `\sin 45^\circ`, `\cos(60^{\circ})`: degrees inside a trig function are an angle, not a number
+_TRIG_DEGREES = re.compile(r"\\(sin|cos|tan|sec|csc|cot)\s*[({]?\s*(-?\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?\s*[)}]?")
 _LONE_VARIABLE = re.compile(r"\s*[a-zA-Z](?:_\{?\w+\}?)?\s*")
 _LE_GE = re.compile(r"\\[lg]e(?![a-zA-Z])")
 _MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*\)")
@@ -144,6 +146,9 @@ def normalize(s: str) -> str:
 
 def _normalize(s: str) -> str:
     s = _full_stop(strip_math_delimiters(s))
+    if s.startswith("**") and s.endswith("**") and len(s) > 4:  # markdown bold around the answer
+        s = s[2:-2]
+    s = s.replace("**", "^")  # a Python power
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
     s = re.sub(r"(\d),\s*\\!\s*(?=\d{3})", r"\1,", s)  # `11,\! 111`: a thousands separator
     s = s.replace("\\left.", " ").replace("\\right.", " ")  # invisible delimiters
@@ -164,6 +169,7 @@ def _normalize(s: str) -> str:
     s = _DOT.sub(r"\\overline{\1}", s)
     for token, canonical in _SETS.items():
         s = s.replace(token, canonical)
+    s = _TRIG_DEGREES.sub(lambda m: f"\\{m.group(1)}(\\frac{{{m.group(2)}\\pi}}{{180}})", s)
     for token in _DEGREES:
         s = s.replace(token, "")
     if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value

@@ -65,6 +65,8 @@ def parse(s: str):
     s = s.replace("%", "\\%").replace("\\\\%", "\\%")
     expr = latex2sympy(s, normalization_config=_L2S_NORM, conversion_config=_L2S_CONV)
     check_tree(expr)
+    if isinstance(expr, sympy.Basic) and expr.has(sympy.UnevaluatedExpr):  # `50\%` is 50 * (1/100)
+        expr = expr.replace(lambda e: isinstance(e, sympy.UnevaluatedExpr), lambda e: e.args[0])
     if isinstance(expr, sympy.Basic) and _IMAG in getattr(expr, "free_symbols", ()):
         expr = expr.subs(_IMAG, sympy.I)
     return expr
