@@ -188,8 +188,11 @@ def _constants_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
         return True
     if not diff.is_number:
         return False
-    scale = max(abs(va), abs(vb))
-    return bool(abs(diff) <= REL_TOL_CONST * scale)
+    try:
+        scale = max(abs(va), abs(vb))
+        return bool(abs(diff) <= REL_TOL_CONST * scale)
+    except TypeError:  # a value sympy cannot order (an unevaluated part): decide symbolically
+        return sympy.simplify(a - b) == 0
 
 
 def _functions_equal(a: sympy.Expr, b: sympy.Expr, symbols: list) -> bool:
