@@ -220,6 +220,24 @@ def test_no_worker_outlives_the_interpreter():
     assert not any(_alive(p) for p in pids)
 
 
+def test_a_forked_child_uses_its_own_pool_and_leaves_the_parents_alone():
+    done = _run_python("""
+        import os, sys
+        from rlvr.verifiers.math import MathVerifier
+        v = MathVerifier()
+        assert v.score("\\\\boxed{\\\\log_2 8}", "3").value == 1.0
+        pid = os.fork()
+        if pid == 0:  # the child scores too, then exits normally (running its atexit handlers)
+            ok = v.score("\\\\boxed{\\\\log_3 9}", "2").value == 1.0
+            sys.exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert v.score("\\\\boxed{\\\\log_2 16}", "4").value == 1.0
+        print("OK")
+    """)
+    assert done.stdout.strip() == "OK", done.stderr[-2000:]
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:

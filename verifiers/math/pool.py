@@ -300,8 +300,10 @@ def default_size() -> int:
 
 @atexit.register
 def shutdown() -> None:
-    """Kill every worker of every pool (also called at interpreter exit)."""
+    """Kill every worker of this process's pools (also called at interpreter exit). A forked
+    child sees its parent's pools too, and must leave them alone."""
     with _POOLS_LOCK:
-        for pool in _POOLS.values():
-            pool.close()
+        for (_, pid), pool in list(_POOLS.items()):
+            if pid == os.getpid():
+                pool.close()
         _POOLS.clear()
