@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlvr.sandbox.docker_backend import DockerWorker
-from rlvr.sandbox.pool import SandboxPool
+from rlvr.sandbox.pool import SandboxPool, default_size
 from rlvr.sandbox.protocol import Job
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -70,7 +70,7 @@ def docker_run_each(pool: SandboxPool, jobs: list[Job], workers: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--workers", type=int, default=default_size(), help="per backend (default: 2 per CPU)")
     parser.add_argument("--mbpp", type=int, default=200, help="MBPP problems to include")
     parser.add_argument("--docker-run", type=int, default=40, help="problems for the docker-run peer (slow)")
     args = parser.parse_args()

@@ -7,19 +7,20 @@ stdout. Standard library only; it is copied into the image next to `runner.py`.
 
 Why it cannot be faked
 ----------------------
-The program under test runs in a separate process (`runner.py`), started by `execve` as
-the job user (uid 10001), which differs from the server's. Everything that decides the
-verdict stays on this side:
+The program under test runs in a separate process (`runner.py`) as the job user (uid
+10001), which differs from the server's. That process is forked from a *zygote*: a process
+the server forks at start-up, before it reads any job, and which never receives one.
+Everything that decides the verdict stays on this side:
 
 * **Tests never cross over.** The test code (HumanEval's `check`, MBPP's asserts) runs
   here, in a judge process forked per job. The solution's functions appear in it as
   proxies: a call sends the *arguments* to the runner and gets back the *return value*.
   Expected values, test sources and comparisons never reach the untrusted process: not in
-  argv (`/proc/<pid>/cmdline` holds only the mode and two fd numbers), not in its
-  environment (a fixed clean one), not in a file (the job arrives on the server's stdin,
-  whose `/proc/<pid>/fd` is root's), not on its stack (the runner is a fresh `execve`, so
-  no memory of the judge survives in it). Stdin/stdout tests send the input only; the
-  output is compared here.
+  argv (`/proc/<pid>/cmdline` is the server's fixed command line), not in its environment
+  (a fixed clean one), not in a file (the job arrives on the server's stdin, whose
+  `/proc/<pid>/fd` is root's), not in its memory or stack (the zygote it is forked from
+  never held a job; the judge, which does, is another process). Stdin/stdout tests send
+  the input only; the output is compared here.
 * **Only plain data comes back.** A return value is decoded here from a tagged JSON form
   into values of exact builtin types (int, float, str, bool, None, list, tuple, dict, set,
   frozenset, bytes, complex). Any other object (one with an always-true `__eq__`, an
@@ -54,6 +55,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import fcntl
 import importlib
 import json
 import marshal
@@ -64,6 +66,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -211,9 +214,9 @@ class Config:
         self.file_mb = int(job.get("file_mb", 16))
         self.nproc = int(job.get("nproc", 64))
         self.scratch = job.get("_scratch") or "/tmp/w"
+        self.zygote = job.get("_zygote")
+        self.server_pid = job.get("_server_pid")
         self.uid = _job_uid() if isolated else None
-        if not isolated:
-            self.local_nproc = len(_user_processes(os.getuid())) + self.nproc
 
 
 def _job_uid():
@@ -244,16 +247,11 @@ class Runner:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         in_r, in_w = os.pipe()
-        kwargs = {}
-        if cfg.uid is not None:
-            kwargs = {"user": cfg.uid, "group": cfg.uid, "extra_groups": []}
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", RUNNER, mode, str(req_r), str(resp_w)],
-                stdin=in_r, stdout=out_w, stderr=err_w, pass_fds=(req_r, resp_w), cwd=cfg.scratch,
-                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cfg.scratch},
-                start_new_session=True, preexec_fn=self._limits, **kwargs,
-            )
+            self.proc = cfg.zygote.spawn([in_r, out_w, err_w, req_r, resp_w], {
+                "mode": mode, "uid": cfg.uid, "cwd": cfg.scratch, "limits": self._limits(),
+                "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cfg.scratch},
+            })
         finally:
             for fd in (req_r, resp_w, out_w, err_w, in_r):
                 os.close(fd)
@@ -285,9 +283,8 @@ class Runner:
             # Local: RLIMIT_NPROC counts every process of the user, so allow what exists already.
             # Isolated jobs rely on the container's pids limit instead: the job uid is shared by
             # all containers, and a per-user count would let one job starve the others.
-            limits.append((resource.RLIMIT_NPROC, self.cfg.local_nproc))
-        for which, value in limits:
-            resource.setrlimit(which, (value, value))
+            limits.append((resource.RLIMIT_NPROC, _local_process_count() + self.cfg.nproc))
+        return limits
 
     # -- the event loop --
 
@@ -480,6 +477,163 @@ class Remote:
 
     def __repr__(self):
         return f"<solution function {self.name}>"
+
+
+# --- the zygote: clean runner processes in a millisecond ---------------------------------------
+
+
+class Zygote:
+    """A process forked from the server before it reads any job; it forks every runner.
+
+    Forking it costs about a millisecond where a fresh interpreter costs ten. Its memory
+    never holds a job (it only ever receives the runner's mode, limits and pipe ends), so a
+    runner forked from it is as clean as an exec'd one: no test, expected value or earlier
+    job is anywhere in it. The runner drops to the job user, rlimits and a new session
+    before the program arrives on its request pipe.
+    """
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1):  # never touch the server's protocol streams
+                os.dup2(null, fd)
+            try:
+                _zygote_loop(theirs)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.pid = pid
+        self._sock = ours
+
+    def _ask(self, request, fds=()):
+        data = json.dumps(request).encode()
+        if fds:
+            socket.send_fds(self._sock, [data], list(fds))
+        else:
+            self._sock.send(data)
+        reply = self._sock.recv(65536)
+        if not reply:
+            raise RuntimeError("the zygote is gone")
+        reply = json.loads(reply)
+        if "error" in reply:
+            raise RuntimeError(f"zygote: {reply['error']}")
+        return reply
+
+    def spawn(self, fds, spec):
+        """Fork a runner with `fds` as its 0, 1, 2, 3, 4; returns a handle to wait on it."""
+        return Child(self, self._ask(dict(spec, op="spawn"), fds)["pid"])
+
+    def wait(self, pid, block):
+        return self._ask({"op": "wait", "pid": pid, "block": block})["status"]
+
+
+class Child:
+    """A runner forked by the zygote: like `Popen`'s pid/poll/wait/returncode."""
+
+    def __init__(self, zygote, pid):
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self.zygote.wait(self.pid, block=False)
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            self.returncode = self.zygote.wait(self.pid, block=True)
+        return self.returncode
+
+
+def _zygote_loop(sock):
+    sys.path.insert(0, os.path.dirname(RUNNER))
+    import runner  # loaded once here; every fork starts with it
+
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 8)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        try:
+            if request["op"] == "spawn":
+                pid = os.fork()
+                if pid == 0:
+                    sock.close()
+                    _become_runner(runner, request, fds)
+                reply = {"pid": pid}
+            else:
+                flags = 0 if request["block"] else os.WNOHANG
+                done, status = os.waitpid(request["pid"], flags)
+                reply = {"status": os.waitstatus_to_exitcode(status) if done else None}
+        except OSError as exc:
+            reply = {"error": describe(exc)}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.send(json.dumps(reply).encode())
+
+
+def _become_runner(runner, spec, fds):
+    """In the forked child: take the pipes, the limits and the job user, then run the program."""
+    code = 1
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+        for target, fd in enumerate(high):
+            os.dup2(fd, target)
+        os.closerange(len(high), os.sysconf("SC_OPEN_MAX"))
+        os.chdir(spec["cwd"])
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # the first to go when memory runs out
+        for which, value in spec["limits"]:
+            resource.setrlimit(which, (value, value))
+        uid = spec["uid"]
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            _prctl(4, 1)  # PR_SET_DUMPABLE, as after an exec: the job may inspect its own /proc
+        os.environ.clear()
+        os.environ.update(spec["env"])
+        sys.argv = ["runner"]
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        code = _run_program(runner, spec["mode"])
+    finally:
+        os._exit(code)
+
+
+def _run_program(runner, mode):
+    """`python prog.py` semantics for exit codes and uncaught exceptions."""
+    try:
+        runner.run(mode)
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return code
+
+
+def _prctl(option, value):
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 # --- the judge -----------------------------------------------------------------------------
@@ -766,7 +920,7 @@ def kill_job_processes(cfg, pid):
     so children forked during a sweep die in the next one.
     """
     if cfg.uid is None:
-        _kill_local_tree(pid)
+        _kill_local_tree(pid, cfg.server_pid, {cfg.zygote.pid})
         return
     for _ in range(500):
         victims = _user_processes(cfg.uid)
@@ -857,6 +1011,12 @@ def _sysv_ipc_objects():
     return count
 
 
+def _local_process_count(cache=[]):  # noqa: B006 - counted once per server: a full /proc scan
+    if not cache:
+        cache.append(len(_user_processes(os.getuid())))
+    return cache[0]
+
+
 def _user_processes(uid):
     """Live (non-zombie) processes whose real uid is the job user's."""
     found = []
@@ -876,13 +1036,14 @@ def _user_processes(uid):
     return found
 
 
-def _kill_local_tree(pid):
-    """Local mode: the runner's process group and every descendant (the server is a subreaper)."""
+def _kill_local_tree(pid, server_pid, spare):
+    """Local mode: the runner's process group and every descendant of the server (a subreaper)
+    except the judge and the zygote."""
     if pid is not None:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
     for _ in range(20):
-        victims = _descendants(os.getpid())
+        victims = [v for v in _descendants(server_pid) if v not in spare]
         if not victims:
             return
         for victim in victims:
@@ -966,7 +1127,7 @@ def run_job(job, isolated):
             result["leftover_processes"] = len(leftovers)
         tainted = tainted or bool(leftovers) or _sysv_ipc_objects() > 0 or _scratch_dirty(cfg.uid)
     else:
-        _kill_local_tree(None)
+        _kill_local_tree(None, os.getpid(), {cfg.zygote.pid})
         shutil.rmtree(local_scratch, ignore_errors=True)
     result["tainted"] = bool(tainted)
     result["duration"] = round(time.monotonic() - started, 4)
@@ -1000,6 +1161,7 @@ def _collect(read_fd, judge_pid, cfg, limit):
 def serve(isolated):
     """Answer jobs from stdin until EOF (the host closing the attach stream ends the container)."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    zygote = Zygote()  # before the first job is read: its memory must never hold one
     if isolated:
         _as_job_user(_job_uid(), wipe=True)
     else:
@@ -1012,7 +1174,7 @@ def serve(isolated):
         job = None
         try:
             job = json.loads(line)
-            result = run_job(job, isolated)
+            result = run_job(dict(job, _zygote=zygote, _server_pid=os.getpid()), isolated)
         except Exception as exc:
             result = {"status": "error", "error": describe(exc), "tainted": True}
         if isinstance(job, dict) and "id" in job:
@@ -1022,10 +1184,7 @@ def serve(isolated):
 
 
 def _become_subreaper():
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 
 
 def main(argv):

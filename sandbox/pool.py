@@ -28,6 +28,11 @@ from rlvr.sandbox.protocol import Job, Limits, Result
 BACKENDS = ("docker", "local")
 
 
+def default_size() -> int:
+    """Two workers per CPU: a job waits on pipes and the scheduler about half of its time."""
+    return 2 * max(1, os.cpu_count() or 1)
+
+
 class SandboxUnavailable(RuntimeError):
     """No worker can be started (no Docker engine, no image): says why in one line."""
 
@@ -40,7 +45,7 @@ class SandboxPool:
         if backend not in BACKENDS:
             raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
         self.backend = backend
-        self.size = int(size or max(2, os.cpu_count() or 2))
+        self.size = int(size or default_size())
         if self.size < 1:
             raise ValueError("a sandbox pool needs at least one worker")
         self.limits = limits or Limits()

@@ -1,8 +1,9 @@
 """The untrusted side of a sandbox job: runs the model's program and nothing else.
 
-Started by the judge (`harness.py`) as `python3 -I -S -B runner.py MODE REQ_FD RESP_FD`, as
-the job user, in a fresh process. Nothing in here is trusted: the program it loads may
-rewrite any of it. That is fine, because the runner only ever hands back *data* (the values
+`run(mode)` is the body of a runner process: forked by the harness's zygote (a process that
+never saw a job), already the job user, with the program's stdin/stdout/stderr on fds 0-2,
+requests from the judge on fd 3 and replies on fd 4. Nothing in here is trusted: the
+program it loads may rewrite any of it. That is fine, because the runner only ever hands back *data* (the values
 that functions returned, or bytes written to stdout), and the judge decides the verdict
 alone. It never sees a test, an expected value or a comparison.
 
@@ -11,10 +12,8 @@ Modes:
           `{"id", "fn", "args", "kwargs"}` with `{"id", "ok", "value" | "error"}`.
   script  load the program as `__main__` with the real stdin/stdout (stdin/stdout tests).
 
-Wire: the judge sends length-prefixed `marshal` frames (trusted data, and `marshal` costs
-no import); the runner answers with JSON lines written by the small encoder below, which
-the judge parses strictly. No `json` import here: with `re` and `enum` behind it, it would
-double the start-up time of every job.
+Wire: the judge sends length-prefixed `marshal` frames (trusted data); the runner answers
+with JSON lines written by the small encoder below, which the judge parses strictly.
 
 Value encoding: JSON null, booleans, ints, floats (NaN and infinities as JSON's extension),
 strings and lists stand for themselves; every other value is an object `{"~": tag, "v": ...}`
@@ -165,29 +164,9 @@ def _serve_calls(code, setup, namespace, req_fd, resp_fd):
         _send(resp_fd, reply)
 
 
-class _Quit:
-    """`exit()` and `quit()` as the site module would define them (the runner starts with -S)."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"Use {self.name}() to exit"
-
-    def __call__(self, code=None):
-        raise SystemExit(code)
-
-
-def main():
-    mode, req_fd, resp_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:  # be the first to go when memory runs out
-            f.write("1000")
-    except OSError:
-        pass
-    for name in ("exit", "quit"):
-        if not hasattr(builtins, name):
-            setattr(builtins, name, _Quit(name))
+def run(mode, req_fd=3, resp_fd=4):
+    """Load the program and serve the judge; returns when the judge hangs up (call mode) or
+    the program ends (script mode). Exceptions of a script propagate, as in `python prog.py`."""
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
     program = _read_frame(req_fd)
@@ -206,6 +185,3 @@ def main():
     namespace = {"__name__": "__solution__", "__builtins__": builtins}
     _serve_calls(code, setup, namespace, req_fd, resp_fd)
 
-
-if __name__ == "__main__":
-    main()

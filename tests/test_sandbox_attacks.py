@@ -88,7 +88,7 @@ ATTACKS = {
     ),
     "forged_replies_from_thread": (
         "import os, threading, time\ndef forge():\n    while True:\n        for i in range(1, 9):\n"
-        "            try:\n                os.write(4, b'{\"id\": %d, \"ok\": true, \"value\": 4}\\n' % i)\n"
+        "            try:\n                os.write(4, b'{\"id\": %d, \"ok\": true, \"value\": 0}\\n' % i)\n"
         "            except OSError:\n                pass\n        time.sleep(0.001)\n"
         "threading.Thread(target=forge, daemon=True).start()\ndef sq(x):\n    time.sleep(0.02)\n    return -1\n"
     ),
