@@ -36,14 +36,16 @@ Everything that decides the verdict stays on this side:
 * **The judge cannot be touched.** The job user holds no capabilities, so it can neither
   signal nor ptrace the judge or the server (other uid), and `no-new-privileges` plus a
   read-only root leave no way up. Killing its own parent fails with EPERM.
-* **Nothing outlives a job.** After each job the server forks a cleaner that becomes the
-  job user and sends SIGKILL to every process that user owns (`kill(-1)`: threads, daemons
-  and stopped processes included), wipes `/tmp`, `/dev/shm` and `/dev/mqueue` and removes
-  SysV IPC objects. It then checks that the job user owns no process and no IPC object;
-  if anything is left, or the job timed out, ran out of memory, flooded its output or died
-  by a signal, the result says `tainted` and the host replaces the container. The runner
-  starts with `-I` (no user site, no `PYTHON*` variables, no script directory on the
-  path), so a `sitecustomize` or `.pth` file planted in scratch could not load anyway.
+* **Nothing outlives a job.** After each job the server SIGKILLs every process of the job
+  user (sweeping /proc with CAP_KILL until none is left, so threads, daemons, stopped
+  processes and fork bombs all go, without needing a fork itself); if the job left anything
+  in `/tmp`, `/dev/shm`, `/dev/mqueue` or SysV IPC, a cleaner that becomes the job user
+  wipes it. If a process survives, scratch stays dirty, or the job timed out, ran out of
+  memory, flooded its output, died by a signal or left a daemon behind, the result says
+  `tainted` and the host replaces the container. Runners never import from scratch: the
+  server runs with `-I` (no user site, no `PYTHON*` variables, no script directory on the
+  path) and the zygote has loaded everything a runner needs, so a planted `sitecustomize`
+  or `.pth` file has nothing to hook into.
 
 Statuses: `passed` (every test passed), `failed`, `timeout` (wall clock, enforced here with
 SIGKILL), `memory`, `crash` (the program died or broke the protocol), `error` (this side
