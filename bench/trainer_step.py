@@ -73,7 +73,7 @@ def run_rlvr_worker(args) -> dict:
     # group-scaled rewards with the sample std, one optimisation pass, grad-norm clipping at 1.
     config = TrainConfig(
         model=args.model, env="bench/PeerSum-v0", steps=args.steps, prompts_per_step=args.P, group_size=args.G,
-        max_new_tokens=args.L, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
+        max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
     )
     with tempfile.TemporaryDirectory() as run_dir:
@@ -107,6 +107,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=3, help="optimizer steps per trainer (the first is warm-up)")
     p.add_argument("--only", help="run only the configurations whose name contains this")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads for both trainers (0 = torch's default); 1 resists a crowded machine better")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", default="tiny", help=argparse.SUPPRESS)
     p.add_argument("-G", type=int, default=4, help=argparse.SUPPRESS)
@@ -123,7 +125,7 @@ def main(argv=None) -> int:
     for c in CONFIGS:
         if args.only and args.only not in c["name"]:
             continue
-        geometry = ["-G", str(c["G"]), "-P", str(c["P"])]
+        geometry = ["-G", str(c["G"]), "-P", str(c["P"]), "--threads", str(args.threads)]
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
         trl = _run([sys.executable, str(PEER), "--model", c["model"], *geometry, "--max-completion-length",

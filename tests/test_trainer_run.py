@@ -108,9 +108,11 @@ def test_two_process_step_equals_the_single_process_step(tmp_path):
     two = torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["model"]
     moved = 0.0
     for name, value in single.model.state_dict().items():
-        assert torch.allclose(two[name], value, atol=1e-6), name
+        # Adam turns the last-bit differences of a summation order into ~1e-5 on near-zero gradients;
+        # a wrong gradient (a missing shard, a mean instead of a sum) moves weights by ~lr = 3e-2
+        assert torch.allclose(two[name], value, atol=1e-4, rtol=0), name
         moved = max(moved, float((value - start[name]).abs().max()))
-    assert moved > 1e-3  # the step really changed the weights
+    assert moved > 1e-2  # the step really changed the weights
 
 
 def test_config_overrides_and_errors(tmp_path):

@@ -65,6 +65,7 @@ class TrainConfig:
     eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`
     eval_env_kwargs: dict = field(default_factory=dict)  # merged over env_kwargs for evaluation
     eval_max_new_tokens: int = 0  # 0 = max_new_tokens
+    eval_batch_size: int = 32
     progress: bool = True
 
     def __post_init__(self):

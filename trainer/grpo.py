@@ -316,7 +316,7 @@ class GRPOTrainer:
         if self.rank == 0:
             kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
             result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
-                              max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens)
+                              max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens, batch=cfg.eval_batch_size)
             result = {"step": self.step, **result}
             self.evals.append(result)
         if distributed.active():
