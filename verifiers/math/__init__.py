@@ -30,7 +30,13 @@ from rlvr.verifiers.core import (
     completion_text,
 )
 from rlvr.verifiers.math import grader, numeric
-from rlvr.verifiers.math.extract import MAX_ANSWER_CHARS, Extraction, extract_answer, has_hedge_words
+from rlvr.verifiers.math.extract import (
+    MAX_ANSWER_CHARS,
+    Extraction,
+    extract_answer,
+    has_hedge_words,
+    joins_values,
+)
 from rlvr.verifiers.math.normalize import normalize
 from rlvr.verifiers.math.pool import CanaryError, get_pool
 from rlvr.verifiers.math.structures import MAX_NESTING, nesting_depth
@@ -149,6 +155,8 @@ class MathVerifier(Verifier):
         split_words = wanted > 1 or grader.is_union(ref)
         if not split_words and has_hedge_words(answer) and not has_hedge_words(ref):
             return Score(0.0, HEDGE, info={**info, "why": "alternatives offered in words"})
+        if not split_words and joins_values(answer) and not joins_values(ref):
+            return Score(0.0, HEDGE, info={**info, "why": "several values joined by 'and'"})
         echo = _echoes_question(answer, ref, fields)
         if echo:
             return Score(0.0, WRONG, info={**info, "why": echo})

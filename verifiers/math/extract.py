@@ -222,8 +222,8 @@ def has_hedge_words(answer: str) -> bool:
     return bool(_HEDGE_WORDS.search(answer))
 
 
-def split_alternatives(answer: str) -> list[str]:
-    """`x=1 \\text{ or } x=2` -> [`x=1`, `x=2`] (used when the reference itself lists several values)."""
+def joins_values(answer: str) -> bool:
+    """True for `3 and 4`, `3 \\text{ and } 4`: several numeric values joined by a word."""
     text = re.sub(r"\\text\{\s*(or|and)\s*\}", r" \1 ", answer)
-    parts = re.split(r"\bor\b|\band\b|\\lor\b|\\vee\b", text)
-    return [p.strip().strip(",") for p in parts if p.strip().strip(",")]
+    parts = [p.strip(" ,") for p in re.split(r"\band\b", text)]
+    return len(parts) > 1 and all(re.search(r"\d", p) for p in parts)
