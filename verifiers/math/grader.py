@@ -139,12 +139,12 @@ def _true_statement(node: Node) -> bool:
 
 
 def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
-    """`x = 1, x = 2` -> `1, 2` (a solution list)."""
+    """`x = 1, x = 2` -> `1, 2` (a solution list); a `±` member counts as its two values."""
     out = []
     for item in items:
         if item.kind == "eq" and is_name(item.items[0].text):
             item = parse_structure(item.items[1].text)
-        out.append(item)
+        out.extend(item.items if item.kind == "set" and item.text == "pm" else (item,))
     return tuple(out)
 
 

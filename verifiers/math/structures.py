@@ -27,7 +27,7 @@ class Node:
     """A parsed answer shape. `kind` is one of scalar, set, list, tuple, matrix, union, eq, rel."""
 
     kind: str
-    text: str = ""  # scalar: the expression; rel: the relation operator
+    text: str = ""  # scalar: the expression; rel: the relation operator; "pm" for the two values of a ±
     items: tuple[Node, ...] = ()  # elements; eq/rel: (lhs, rhs); matrix: rows as tuple nodes
     open: str = ""  # tuple: bracket characters (for intervals)
     close: str = ""
@@ -161,7 +161,13 @@ def _single(s: str) -> Node:
     if len(pm) == 2:
         left, right = pm[0].strip(), pm[1].strip()
         plus, minus = (f"{left}+{right}", f"{left}-({right})") if left else (right, f"-({right})")
-        return Node("set", items=(scalar(plus), scalar(minus)))
+        return Node("set", text="pm", items=(scalar(plus), scalar(minus)))
+    signs = s.count("\\pm") + s.count("\\mp")
+    if signs == 1 and not _continues(s, s.find("\\pm") if "\\pm" in s else s.find("\\mp"), "\\pm"):
+        # `\\frac{-1 \\pm \\sqrt{13}}{4}`: inside a group, the sign applies to the next term
+        upper, lower = ("+", "-") if "\\pm" in s else ("-", "+")
+        token = "\\pm" if "\\pm" in s else "\\mp"
+        return Node("set", text="pm", items=(scalar(s.replace(token, upper)), scalar(s.replace(token, lower))))
     return scalar(s)
 
 
