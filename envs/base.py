@@ -39,6 +39,8 @@ class TaskEnv(gym.Env):
     """A single-turn env over a `TaskSource`.
 
     `think` requires the `<think>...</think>` format (adds a `format` component);
+    `require_boxed=False` lets the math verifier also take an unboxed final answer ("the
+    answer is 12", the last number): a learning signal for small models that ignore the box;
     `weights` maps component names to weights: `correct`, `format`, or any registered
     verifier name (e.g. `{"repetition": 0.5}`) to add it. `verifier` replaces the source's
     correctness verifier. `system_prompt` replaces the default system message ("" for none).
@@ -47,14 +49,16 @@ class TaskEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, source: TaskSource, *, think: bool = False, weights: Mapping[str, float] | None = None,
-                 verifier: Verifier | str | None = None, system_prompt: str | None = None):
+                 verifier: Verifier | str | None = None, system_prompt: str | None = None,
+                 require_boxed: bool | None = None):
         if not isinstance(source, TaskSource):
             raise TypeError(f"source must be a TaskSource, got {type(source).__name__}")
-        if not isinstance(think, bool):
-            raise TypeError(f"think must be True or False, got {think!r}")
+        for flag, value in (("think", think), ("require_boxed", require_boxed)):
+            if not isinstance(value, bool) and not (flag == "require_boxed" and value is None):
+                raise TypeError(f"{flag} must be True or False, got {value!r}")
         self.source = source
         self.think = think
-        self.reward = shared_reward(source, think, weights, verifier)
+        self.reward = shared_reward(source, think, weights, verifier, require_boxed)
         self.system_prompt = system_prompt
         self.observation_space = Messages()
         self.action_space = AnyText()
@@ -176,7 +180,7 @@ def action_text(action: Any) -> str:
 
 
 def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] | None,
-                  verifier: Verifier | str | None) -> Composite:
+                  verifier: Verifier | str | None, require_boxed: bool | None = None) -> Composite:
     """The composite reward for this configuration, built once per process and then shared."""
     weights = dict(weights or {})
     for key, weight in weights.items():
@@ -189,26 +193,29 @@ def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] 
     elif isinstance(verifier, str):
         correct_key = ("name", verifier)
     elif type(source).make_verifier is not TaskSource.make_verifier:  # the source builds its own: not shared
-        return _build_reward(source, think, weights, verifier)
+        return _build_reward(source, think, weights, verifier, require_boxed)
     elif verifier is None:
         spec = source.verifier_spec()
-        correct_key = ("spec", spec[0], json.dumps(spec[1], sort_keys=True, default=repr), source.require_boxed)
+        boxed = source.require_boxed if require_boxed is None else require_boxed
+        correct_key = ("spec", spec[0], json.dumps(spec[1], sort_keys=True, default=repr), boxed)
     else:
         raise TypeError(f"verifier must be a Verifier or a registered name, got {type(verifier).__name__}")
     key = (correct_key, think, tuple(sorted(weights.items())))
     reward = _REWARDS.get(key)
     if reward is None:
-        reward = _REWARDS[key] = _build_reward(source, think, weights, verifier)
+        reward = _REWARDS[key] = _build_reward(source, think, weights, verifier, require_boxed)
     return reward
 
 
-def _build_reward(source, think, weights, verifier) -> Composite:
+def _build_reward(source, think, weights, verifier, require_boxed) -> Composite:
     from rlvr.registry import make_verifier
 
     if isinstance(verifier, str):
         verifier = make_verifier(verifier)
     parts: dict[str, tuple[Verifier, float]] = {
-        CORRECT: (verifier if verifier is not None else source.make_verifier(), weights.pop(CORRECT, 1.0)),
+        CORRECT: (verifier if verifier is not None else
+                  source.make_verifier() if require_boxed is None else source.make_verifier(require_boxed),
+                  weights.pop(CORRECT, 1.0)),
     }
     if think:
         parts[FORMAT] = (ThinkFormat(), weights.pop(FORMAT, DEFAULT_FORMAT_WEIGHT))
@@ -217,7 +224,7 @@ def _build_reward(source, think, weights, verifier) -> Composite:
     return Composite(parts)
 
 
-ENV_OPTIONS = ("think", "weights", "verifier", "system_prompt")
+ENV_OPTIONS = ("think", "weights", "verifier", "system_prompt", "require_boxed")
 
 
 def env_factory(source_factory: Callable[..., TaskSource], env_class: type[TaskEnv] = TaskEnv,

@@ -52,12 +52,14 @@ class TaskSource:
     def verifier_spec(self) -> tuple[str, dict[str, Any]]:
         return "math", {}
 
-    def make_verifier(self) -> Verifier:
+    def make_verifier(self, require_boxed: bool | None = None) -> Verifier:
+        """The correctness verifier; `require_boxed` (default: the source's) gates math on a final box."""
         from rlvr.registry import make_verifier
 
         name, kwargs = self.verifier_spec()
         verifier = make_verifier(name, **kwargs)
-        return RequireBoxed(verifier) if self.require_boxed and name == "math" else verifier
+        boxed = self.require_boxed if require_boxed is None else require_boxed
+        return RequireBoxed(verifier) if boxed and name == "math" else verifier
 
     # Difficulty. Sources without levels keep the defaults.
     difficulty: int | None = None

@@ -81,6 +81,19 @@ def test_step_scores_a_scripted_policy():
     assert reward == 0.0 and info["score"]["reason"] == "no_answer"
 
 
+def test_require_boxed_off_accepts_an_unboxed_final_answer():
+    strict, lenient = make(digits=2), make(digits=2, require_boxed=False)
+    strict.reset(seed=2)
+    lenient.reset(seed=2)
+    gold = strict.unwrapped.task.reference
+    completions = [f"The answer is {gold}.", f"\\boxed{{{gold}}}", "The answer is 0.5."]
+    assert [r for r, _ in strict.unwrapped.score_group(completions)] == [0.0, 1.0, 0.0]
+    assert [r for r, _ in lenient.unwrapped.score_group(completions)] == [1.0, 1.0, 0.0]
+    assert strict.unwrapped.reward is not lenient.unwrapped.reward
+    with pytest.raises(TypeError, match="require_boxed"):
+        make(require_boxed="no")
+
+
 def test_think_format_and_weights():
     env = make(digits=2, think=True, weights={"correct": 1.0, "format": 0.5})
     env.reset(seed=0)
