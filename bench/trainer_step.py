@@ -41,6 +41,7 @@ def run_rlvr_worker(args) -> dict:
     import torch
     import trl_grpo_step as peer
 
+    from rlvr.envs.spaces import AnyText, Messages
     from rlvr.trainer.config import TrainConfig
     from rlvr.trainer.grpo import GRPOTrainer
 
@@ -50,7 +51,7 @@ def run_rlvr_worker(args) -> dict:
         """Prompt k of the peer's list on reset(seed=k); reward = the peer's sum_reward."""
 
         metadata: dict = {"render_modes": []}
-        observation_space = action_space = gym.spaces.Text(max_length=100_000)
+        observation_space, action_space = Messages(), AnyText()
 
         def reset(self, *, seed=None, options=None):
             self.row = rows[seed % len(rows)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from rlvr.envs.spaces import AnyText, Messages
 from rlvr.verifiers.core import Score
 
 
@@ -19,13 +20,12 @@ def letter_share(text: str) -> float:
 
 
 class Letters(gym.Env):
-    metadata: dict = {}
-    observation_space = gym.spaces.Text(max_length=10_000)
-    action_space = gym.spaces.Text(max_length=10_000)
+    metadata: dict = {"render_modes": []}
 
     def __init__(self, words: int = 3):
         self.words = words
         self._task = None
+        self.observation_space, self.action_space = Messages(), AnyText()
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -42,7 +42,7 @@ class Letters(gym.Env):
 
     def step(self, action):
         reward, info = self._score(action)
-        return [], reward, True, False, info
+        return [{"role": "assistant", "content": action}], reward, True, False, info
 
     def score_group(self, completions):
         return [self._score(c) for c in completions]
