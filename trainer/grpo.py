@@ -28,6 +28,7 @@ from rlvr.trainer import checkpoint, distributed
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss
+from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
 
@@ -71,6 +72,7 @@ class GRPOTrainer:
         self.ref_model = None
         if config.beta != 0.0:  # a frozen copy of the starting weights; none at all when beta = 0
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        release_freed_memory()  # what loading the model freed (a GGUF model is de-quantized through a copy)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(self.params, config)
         total = config.steps * config.mu
@@ -268,6 +270,7 @@ class GRPOTrainer:
             self.scheduler.step()
             totals["updates"] += 1
         self.optimizer.zero_grad(set_to_none=True)
+        release_freed_memory()
         return totals
 
     # --- logging ------------------------------------------------------------------------
