@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -77,15 +78,24 @@ def run_rlvr_worker(args) -> dict:
         max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
     )
+    def cpu_s() -> float:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return ru.ru_utime + ru.ru_stime
+
+    records, step_cpu = [], []
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = GRPOTrainer(config, run_dir, model=model, tokenizer=tok)
         with peer.RSSSampler() as sampler:
-            records = trainer.train()
+            for _ in range(args.steps):  # what trainer.train() does, with the CPU time of each step
+                c0 = cpu_s()
+                records.append(trainer.train_step())
+                step_cpu.append(cpu_s() - c0)
     step_s = [r["step_s"] for r in records]
     steady = step_s[1:] or step_s
     res = {
         "trainer": "rlvr", "model": args.model, "step_s": [round(s, 3) for s in step_s],
         "median_step_s_excl_first": round(statistics.median(steady), 3),
+        "median_step_cpu_s": round(statistics.median(step_cpu[1:] or step_cpu), 3),
         "peak_rss_during_train_mb": round(sampler.peak_mb, 1), "rss_after_load_mb": round(rss_after_load, 1),
         "zero_var_frac": [r["zero_var_frac"] for r in records],
         "gen_tokens_per_step": [round(r["tokens_per_s"] * r["step_s"]) for r in records],
@@ -141,6 +151,10 @@ def main(argv=None) -> int:
             "rlvr_peak_rss_mb": ours["peak_rss_during_train_mb"],
             "trl_peak_rss_mb": trl["peak_rss_during_train_mb"],
             "rss_ratio": round(ours["peak_rss_during_train_mb"] / trl["peak_rss_during_train_mb"], 3),
+            # process CPU seconds per step: less sensitive than wall time to other jobs on the machine
+            "rlvr_cpu_s_per_step": ours["median_step_cpu_s"],
+            "trl_cpu_s_per_step": trl["median_step_cpu_s"],
+            "cpu_ratio": round(ours["median_step_cpu_s"] / trl["median_step_cpu_s"], 3),
         }
         results.append(row)
         print(f"{c['name']}: rlvr {ours['step_s']} s/step (zero-variance groups {ours['zero_var_frac']}, "
