@@ -82,6 +82,7 @@ class GRPOTrainer:
             config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         self.run_dir = Path(run_dir)
         self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
+        self.samples = JsonlLog(self.run_dir / "samples.jsonl")  # one completion per group, to read what it does
         self.step, self.data_position = 0, 0
         self.envs, self.env_kwargs = [], None
         if self.rank == 0:
@@ -91,8 +92,8 @@ class GRPOTrainer:
                                     scheduler=self.scheduler)
             self.step, self.data_position = state["step"], state["data_position"]
             if self.rank == 0:
-                self.metrics.truncate_after(self.step)
-                self.evals.truncate_after(self.step)
+                for log in (self.metrics, self.evals, self.samples):
+                    log.truncate_after(self.step)
         elif self.rank == 0:
             if self.metrics.read():
                 raise ValueError(f"{self.run_dir} already holds a run: resume it or choose another run dir")
@@ -114,6 +115,8 @@ class GRPOTrainer:
                 records.append(record)
                 if self.rank == 0:
                     self.metrics.append(record)
+                    for sample in self._last_samples:
+                        self.samples.append(sample)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
@@ -147,6 +150,8 @@ class GRPOTrainer:
         lr = self.scheduler.get_last_lr()[0]
         groups, kept = self._collect()
         t_gen = time.perf_counter() - t0
+        self._last_samples = distributed.gather_lists([
+            {"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]} for g in groups])
         stats = self._optimise(kept)
         self.step += 1
         step_s = time.perf_counter() - t0
