@@ -37,7 +37,7 @@ cm m km mm meter meters metre metres centimeter centimeters kilometer kilometers
 yard yards mile miles mi mph kg g gram grams kilogram kilograms pound pounds lb lbs ounce ounces oz
 second seconds sec s minute minutes min hour hours hr hrs h day days week weeks month months year years
 dollar dollars cent cents unit units square sq cubic degree degrees deg radian radians rad
-liter liters litre litres l ml gallon gallons cup cups percent point points people students
+liter liters litre litres l ml gallon gallons cup cups percent point points people students kmh kph
 """.split())
 
 _NOT_UNITS = frozenset({"sin", "cos", "tan", "log", "exp", "and", "or"})
@@ -63,7 +63,7 @@ _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
 _SPACE_AROUND = re.compile(r"\s*([^\w\\\s])\s*")
-_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\(?:text|mbox|mathrm|textnormal|textrm|textit|textbf|mathit)\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
+_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\(?:text|mbox|mathrm|textnormal|textrm|textit|textbf|mathit)\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+|\s*/\s*[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
 
 
 def strip_math_delimiters(s: str) -> str:
@@ -233,7 +233,7 @@ def _strip_units(s: str) -> str:
     m = _TRAILING_UNIT.match(s.strip())
     if not m:
         return s
-    words = m.group(2).lower().split()
+    words = m.group(2).lower().replace("/", " ").split()
     number = m.group(1).replace("\\frac", "")
     if re.search(r"[a-zA-Z]", number):
         return s
