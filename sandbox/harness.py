@@ -58,6 +58,7 @@ import ast
 import builtins
 import contextlib
 import fcntl
+import gc
 import importlib
 import json
 import marshal
@@ -554,6 +555,8 @@ class Child:
 def _zygote_loop(sock):
     sys.path.insert(0, os.path.dirname(RUNNER))
     import runner  # loaded once here; every fork starts with it
+
+    gc.freeze()
 
     while True:
         try:
@@ -1163,6 +1166,9 @@ def _collect(read_fd, judge_pid, cfg, limit):
 def serve(isolated):
     """Answer jobs from stdin until EOF (the host closing the attach stream ends the container)."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # Every job forks this process: frozen objects are never scanned by the collector, so
+    # forked children do not copy pages just to update their GC headers.
+    gc.freeze()
     zygote = Zygote()  # before the first job is read: its memory must never hold one
     if isolated:
         _as_job_user(_job_uid(), wipe=True)
