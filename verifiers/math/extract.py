@@ -37,6 +37,7 @@ _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n|;")
 _HEDGED = "\x00hedge"  # a finder's way of saying "several different answers"
 _VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "invalid", "reasonable",
                             "consistent", "confirmed", "verified"})
+_CONNECTIVE = re.compile(r"^\s*(?:therefore|thus|hence|so|then|simply|just)\b[\s,:]*", re.IGNORECASE)
 _IS = re.compile(r"\b(?:is|are|be|equals|was)\s+", re.IGNORECASE)
 
 
@@ -70,6 +71,9 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
                 return _checked(found, source)
     if boxes:
         return _from_boxes(region, boxes)
+    last_line = region.rstrip().rpartition("\n")[2].strip()
+    if last_line.startswith("####"):  # a GSM8K-style final line outranks answer statements above it
+        return _checked(last_line[4:], "gsm8k")
     for source, finder in _FALLBACKS:
         found = finder(region)
         if found is not None:
@@ -172,6 +176,7 @@ def _statement(pattern: re.Pattern[str]):
         verbs = list(_IS.finditer(answer))
         if verbs:  # "Final Answer: the largest $n$ is 34"
             answer = answer[verbs[-1].end():]
+        answer = _CONNECTIVE.sub("", answer)  # "the answer is therefore 3"
         span = _last_math_span(answer)
         if span is not None:
             return span
