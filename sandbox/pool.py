@@ -69,7 +69,8 @@ class SandboxPool:
         if self._idle.qsize() == 0:
             self.close()
             raise SandboxUnavailable(f"no sandbox worker could start: {self._last_start_error}")
-        atexit.register(self.close)
+        self._owner = os.getpid()
+        atexit.register(self._close_at_exit)
 
     # -- workers --
 
@@ -173,6 +174,10 @@ class SandboxPool:
         for t in closers:
             t.join(timeout=30)
         self._executor.shutdown(wait=False)
+
+    def _close_at_exit(self):
+        if os.getpid() == self._owner:  # a forked child must not remove its parent's workers
+            self.close()
 
     def __enter__(self):
         return self

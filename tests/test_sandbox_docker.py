@@ -5,6 +5,7 @@ Without an engine these tests skip with the reason, unless CI is set: then they 
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -202,3 +203,17 @@ def test_limits_are_validated():
         Limits(memory_mb=0)
     with pytest.raises(ValueError):
         Limits(cpus=float("nan"))
+
+
+def test_a_forked_child_exiting_does_not_take_the_pool_down(pool):
+    before = pool.run(job(GOOD))
+    pid = os.fork()
+    if pid == 0:  # runs the exit handlers, as a worker process forked by a training loop would
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    after = pool.run(job(GOOD))
+    assert before.status == after.status == "passed"
+    assert {before.worker, after.worker} <= {w.ident for w in pool._workers}
