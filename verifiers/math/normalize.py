@@ -63,7 +63,7 @@ _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
 _SPACE_AROUND = re.compile(r"\s*([^\w\\\s])\s*")
-_TRAILING_UNIT = re.compile(r"^(.*[\d}).])\s*(?:\\(?:text|mbox|mathrm|textnormal|textrm|textit|textbf|mathit)\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+|\s*/\s*[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
+_TRAILING_UNIT = re.compile(r"^(.*(?:[\d}).]|\\pi))\s*(?:\\(?:text|mbox|mathrm|textnormal|textrm|textit|textbf|mathit)\{)?\s*([a-zA-Z]+(?:\s+[a-zA-Z]+|\s*/\s*[a-zA-Z]+)?)\s*\}?(\^[23]|\^\{[23]\})?$")
 
 
 def strip_math_delimiters(s: str) -> str:
@@ -234,7 +234,7 @@ def _strip_units(s: str) -> str:
     if not m:
         return s
     words = m.group(2).lower().replace("/", " ").split()
-    number = m.group(1).replace("\\frac", "")
+    number = re.sub(r"\\[a-zA-Z]+", "", m.group(1))  # `2\sqrt{3} cm`: commands are not letters here
     if re.search(r"[a-zA-Z]", number):
         return s
     if all(w in _UNIT_WORDS for w in words):
