@@ -164,6 +164,15 @@ def _serve_calls(code, setup, namespace, req_fd, resp_fd):
         _send(resp_fd, reply)
 
 
+def _module(name):
+    """A fresh module in `sys.modules` for the program, so pickling its functions works
+    (multiprocessing) as it does for `python prog.py`."""
+    module = type(sys)(name)
+    module.__builtins__ = builtins
+    sys.modules[name] = module
+    return module.__dict__
+
+
 def run(mode, req_fd=3, resp_fd=4):
     """Load the program and serve the judge; returns when the judge hangs up (call mode) or
     the program ends (script mode). Exceptions of a script propagate, as in `python prog.py`."""
@@ -173,7 +182,7 @@ def run(mode, req_fd=3, resp_fd=4):
     code, setup = program["code"], program.get("setup", "")
     if mode == "script":
         os.close(req_fd)
-        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        namespace = _module("__main__")
         try:
             exec(compile(code, "<solution>", "exec"), namespace)
         except SystemExit:
@@ -182,6 +191,6 @@ def run(mode, req_fd=3, resp_fd=4):
             _send(resp_fd, '{"error":' + encode(_describe(exc)) + "}")
             raise
         return
-    namespace = {"__name__": "__solution__", "__builtins__": builtins}
+    namespace = _module("__solution__")
     _serve_calls(code, setup, namespace, req_fd, resp_fd)
 

@@ -110,6 +110,14 @@ CONTROLS = {
         "import threading\ndef sq(x):\n    out = []\n    t = threading.Thread(target=lambda: out.append(x * x))\n"
         "    t.start()\n    t.join()\n    return out[0]\n"
     ),
+    "uses_multiprocessing": (
+        "import multiprocessing\ndef _square(v):\n    return v * v\ndef sq(x):\n"
+        "    with multiprocessing.Pool(2) as pool:\n        return pool.map(_square, [x])[0]\n"
+    ),
+    "runs_a_subprocess": (
+        "import subprocess, sys\ndef sq(x):\n    out = subprocess.run([sys.executable, '-c', f'print({x!r} * {x!r})'],\n"
+        "                         capture_output=True, text=True).stdout\n    return type(x)(out)\n"
+    ),
     "main_guard_exit": "import sys\ndef sq(x):\n    return x * x\nif __name__ == '__main__':\n    sys.exit(1)\n",
     "writes_scratch": (
         "def sq(x):\n    with open('scratch.txt', 'w') as f:\n        f.write(str(x * x))\n"
