@@ -270,8 +270,8 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     """Two scalar answers: exact rationals, text, bases, then (when allowed) sympy."""
     if _key(a) == _key(r):
         return True
-    if simplified and not numeric.is_plain_number(a) and numeric.is_plain_number(r):
-        return False
+    if simplified and numeric.is_plain_number(r) and not numeric.is_simplified(a):
+        return False  # the task asks for simplest form: `1+1` and `\\frac{2}{4}` are not
     base = _base_equal(a, r)
     if base is not None:
         return base

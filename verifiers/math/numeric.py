@@ -9,6 +9,7 @@ symbolic stage. Exponents are capped so that `10^{10^{9}}` cannot allocate a hug
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -164,6 +165,20 @@ def _frac_power(s: str) -> Fraction | None:
 
 
 _PARSERS = (_decimal, _frac, _slash, _mixed, _sci_e, _sci_tex, _repeating, _ellipsis, _power, _frac_power)
+
+
+def is_simplified(s: str) -> bool:
+    """A plain number in simplest form: an integer or decimal, or a fraction in lowest terms
+    with a denominator above 1 (`\\frac{3}{4}`, `-7/2`; not `\\frac{2}{4}`, `\\frac{6}{3}`)."""
+    s = s.replace(" ", "")
+    m = _RE_FRAC.fullmatch(s) or _RE_SLASH.fullmatch(s)
+    if m is None:
+        return bool(_RE_DECIMAL.fullmatch(s.rstrip("%")))
+    num, den = m.group(2), m.group(3)
+    if not (num.lstrip("-+").isdigit() and den.lstrip("-+").isdigit()):
+        return False
+    n, d = abs(int(num)), abs(int(den))
+    return d > 1 and math.gcd(n, d) == 1
 
 
 def is_plain_number(s: str) -> bool:
