@@ -29,8 +29,9 @@ BACKENDS = ("docker", "local")
 
 
 def default_size() -> int:
-    """Two workers per CPU: a job waits on pipes and the scheduler about half of its time."""
-    return 2 * max(1, os.cpu_count() or 1)
+    """Two workers per CPU (a job waits on pipes and the scheduler about half of its time),
+    at most 32 containers."""
+    return min(32, 2 * max(1, os.cpu_count() or 1))
 
 
 class SandboxUnavailable(RuntimeError):
