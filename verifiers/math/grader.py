@@ -236,17 +236,22 @@ def _is_expression(rhs: str, name: str) -> bool:
 
 
 def _relation_as_set(a: Node, r: Node, symbolic: bool) -> bool:
-    """`-x > -1` against `(-\\infty, 1)`: solve the inequality for its one variable."""
+    """`-x > -1` against `(-\\infty, 1)`: solve the inequality (or a chain of two) for its one variable."""
     if not symbolic:
         raise NeedsSymbolic("inequality")
     from rlvr.verifiers.math import symbolic as sym
 
     rel, other = (a, r) if a.kind == "rel" else (r, a)
-    if len(rel.items) != 2 or rel.text not in ("<", ">", "\\leq", "\\geq"):
+    ops = rel.text.split()
+    if len(ops) != len(rel.items) - 1 or len(ops) > 2 or any(op not in ("<", ">", "\\leq", "\\geq") for op in ops):
         return False
-    solved = sym.solve_inequality(f"{rel.items[0].text}{rel.text}{rel.items[1].text}")
-    if solved is None:
-        return False
+    # `1 \\leq |z| \\leq 2` is `1 \\leq |z|` and `|z| \\leq 2`
+    solved = None
+    for k, op in enumerate(ops):
+        part = sym.solve_inequality(f"{rel.items[k].text}{op}{rel.items[k + 1].text}")
+        if part is None:
+            return False
+        solved = part if solved is None else solved.intersect(part)
     parts = other.items if other.kind == "union" else (other,)
     if any(p.kind != "tuple" or len(p.items) != 2 for p in parts):
         return False
