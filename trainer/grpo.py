@@ -195,16 +195,18 @@ class GRPOTrainer:
         cfg = self.config
         if cfg.advantage == "rft":
             return [torch.tensor([float(c) for c in g.correct]) for g in kept]
+        batch_std = None
+        if cfg.scale_rewards == "batch":  # the std of every reward of the batch; every rank takes part
+            flat = [r for g in everything for r in g.rewards]
+            n, s, sq = distributed.sum_values([len(flat), sum(flat), sum(r * r for r in flat)])
+            batch_std = math.sqrt(max(0.0, sq - s * s / n) / (n - 1 if cfg.std == "sample" else n))
         if not kept:
             return []
         rewards = torch.tensor([g.rewards for g in kept], dtype=torch.float32)
-        if cfg.scale_rewards != "batch":
+        if batch_std is None:
             adv = group_advantages(rewards, cfg.scale_rewards, cfg.std, EPS)
-        else:  # the std of every reward of the batch, across processes
-            flat = [r for g in everything for r in g.rewards]
-            n, s, sq = distributed.sum_values([len(flat), sum(flat), sum(r * r for r in flat)])
-            var = max(0.0, sq - s * s / n) / (n - 1 if cfg.std == "sample" else n)
-            adv = (rewards - rewards.mean(1, keepdim=True)) / (math.sqrt(var) + EPS)
+        else:
+            adv = (rewards - rewards.mean(1, keepdim=True)) / (batch_std + EPS)
         for i, g in enumerate(kept):  # equal rewards give exactly zero, whatever the rounding of the mean
             if max(g.rewards) == min(g.rewards):
                 adv[i] = 0.0
