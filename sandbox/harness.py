@@ -556,6 +556,7 @@ def _zygote_loop(sock):
     sys.path.insert(0, os.path.dirname(RUNNER))
     import runner  # loaded once here; every fork starts with it
 
+    _prctl(4, 1)  # loads libc now, so that runners do not import ctypes each time
     gc.freeze()
 
     while True:
@@ -634,11 +635,13 @@ def _run_program(runner, mode):
     return code
 
 
-def _prctl(option, value):
+def _prctl(option, value, _libc=[]):  # noqa: B006 - libc loaded once (in the zygote, before any fork)
     with contextlib.suppress(Exception):
-        import ctypes
+        if not _libc:
+            import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        _libc[0].prctl(option, value, 0, 0, 0)
 
 
 # --- the judge -----------------------------------------------------------------------------
