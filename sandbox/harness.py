@@ -27,9 +27,8 @@ Everything that decides the verdict stays on this side:
   `int`/`str` subclass) stays in the runner; the judge gets an `Opaque` handle that equals
   nothing but itself and refuses `bool()`, usable only as an argument to the solution.
   Whatever bytes a patched encoder sends are still just a value that the trusted
-  comparison must accept. Each assert runs here, so patched
-  builtins, `assert` rewriting, `atexit`, `sys.excepthook` or a replaced `AssertionError`
-  in the runner change nothing.
+  comparison must accept. Each assert runs here, so patched builtins, `assert` rewriting,
+  `atexit`, `sys.excepthook` or a replaced `AssertionError` in the runner change nothing.
 * **Exit status and printed text are ignored.** `sys.exit(0)`, `os._exit(0)` or
   `SystemExit` in a test only end the runner early: every test it did not answer fails.
   "PASSED" lines on stdout or fd 1 are just captured output.
