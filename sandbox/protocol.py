@@ -8,6 +8,7 @@ reads a reply defensively (a broken reply is an infrastructure `error`, never a 
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,15 @@ class Job:
             raise ValueError(f"compare must be one of {COMPARE_MODES}, got {self.compare!r}")
         if not (isinstance(self.timeout, (int, float)) and math.isfinite(self.timeout) and self.timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
+        if not isinstance(self.test_setup_code, str):
+            raise TypeError("test_setup_code must be a string")
+        for name, source in [("tests", self.tests), ("test_setup_code", self.test_setup_code),
+                             *(("test_list", t) for t in self.test_list or [])]:
+            if source:
+                try:
+                    ast.parse(source)
+                except SyntaxError as exc:
+                    raise ValueError(f"{name} is not valid Python: {exc.msg} (line {exc.lineno})") from None
         wire = {k: v for k, v in self.__dict__.items() if v is not None}
         wire.update(memory_mb=limits.memory_mb, file_mb=limits.file_mb, output_limit=limits.output_limit,
                     nproc=limits.pids)

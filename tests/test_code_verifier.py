@@ -61,6 +61,8 @@ def test_reasons_for_zeros(verifier):
     assert verifier.score("<think>still thinking ```python\nx=1\n```", **fields).reason == "no_answer"
     assert verifier.score(fenced("def add(a, b)\n    return a + b\n"), **fields).reason == "parse_error"
     assert verifier.score(fenced(GOOD)).reason == "bad_reference"
+    assert verifier.score(fenced(GOOD), test_list=["assert add(1, 1) =="]).reason == "bad_reference"
+    assert verifier.score(fenced(GOOD), tests="def check(c):\n  assert", entry_point="add").reason == "bad_reference"
     slow = verifier.score(fenced("def add(a, b):\n    while True:\n        pass\n"), **fields)
     assert (slow.value, slow.reason, slow.info["status"]) == (0.0, "timeout", "timeout")
 
@@ -75,6 +77,7 @@ def test_code_after_think_only(verifier):
 def test_tests_can_come_in_the_reference(verifier):
     assert verifier.score(fenced(GOOD), {"tests": TESTS, "entry_point": "add"}).value == 1.0
     assert verifier.score(fenced(GOOD), TESTS, entry_point="add").value == 1.0
+    assert verifier.score(fenced(GOOD), {"test": TESTS, "entry_point": "add", "prompt": ""}).value == 1.0
     mbpp = {"test_list": ["assert add(2, 2) == 4", "assert add(0, 0) == 0"]}
     assert verifier.score(fenced(GOOD), mbpp).value == 1.0
 

@@ -110,8 +110,11 @@ class CodeVerifier(Verifier):
         from rlvr.sandbox.protocol import Job
 
         fields = dict(fields)
-        if isinstance(reference, Mapping):  # a reference may carry the tests itself
-            fields = {**{k: v for k, v in reference.items() if k in _TASK_FIELDS}, **fields}
+        if isinstance(reference, Mapping):  # a reference may carry the tests itself (a HumanEval record too)
+            carried = {k: v for k, v in reference.items() if k in _TASK_FIELDS}
+            if "tests" not in carried and isinstance(reference.get("test"), str):
+                carried["tests"] = reference["test"]
+            fields = {**carried, **fields}
         elif isinstance(reference, str) and fields.get("tests") is None and fields.get("entry_point"):
             fields["tests"] = reference
         region = final_region(completion_text(completion), self.prefilled_think)
