@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CONTEXT_FILES = ("Dockerfile", "harness.py", "runner.py")
+CONTEXT_FILES = ("Dockerfile", "harness.py", "judge.py", "values.py", "cleanup.py", "zygote.py", "runner.py")
 REPOSITORY = "rlvr-sandbox"
 ONLINE_BASE = ("python", "3.11-slim")
 OFFLINE_BASE = "rlvr-sandbox-base:bookworm"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlvr.sandbox import harness, runner
+from rlvr.sandbox import judge, runner, values
 from rlvr.sandbox.pool import SandboxPool
 from rlvr.sandbox.protocol import Job, Result
 
@@ -26,14 +26,14 @@ plain = st.recursive(
 
 @given(plain)
 def test_runner_encoding_round_trips_through_the_strict_decoder(value):
-    decoded = harness.decode(json.loads(runner.encode(value)))
+    decoded = values.decode(json.loads(runner.encode(value)))
     assert decoded == value and type(decoded) is type(value)
 
 
 def test_non_finite_floats_and_big_ints_survive():
     for value in (math.inf, -math.inf, 10**5000):
-        assert harness.decode(json.loads(runner.encode(value))) == value
-    assert math.isnan(harness.decode(json.loads(runner.encode(math.nan))))
+        assert values.decode(json.loads(runner.encode(value))) == value
+    assert math.isnan(values.decode(json.loads(runner.encode(math.nan))))
 
 
 def test_lying_objects_stay_behind_as_opaque_handles():
@@ -41,8 +41,8 @@ def test_lying_objects_stay_behind_as_opaque_handles():
         def __eq__(self, other):
             return True
 
-    value = harness.decode(json.loads(runner.encode([Liar(3), object()])))
-    assert all(type(v) is harness.Opaque for v in value)
+    value = values.decode(json.loads(runner.encode([Liar(3), object()])))
+    assert all(type(v) is values.Opaque for v in value)
     assert value[0] != 3 and not (value[0] == value[1])
     with pytest.raises(TypeError):
         bool(value[0])
@@ -54,7 +54,7 @@ def test_lying_objects_stay_behind_as_opaque_handles():
 ])
 def test_decoder_rejects_malformed_values(wire):
     with pytest.raises((ValueError, TypeError)):
-        harness.decode(wire)
+        values.decode(wire)
 
 
 def test_collections_containers_travel_as_their_plain_form():
@@ -62,8 +62,8 @@ def test_collections_containers_travel_as_their_plain_form():
 
     point = collections.namedtuple("Point", "x y")(1, 2)
     counts = collections.Counter("aab")
-    assert harness.decode(json.loads(runner.encode(point))) == (1, 2)
-    assert harness.decode(json.loads(runner.encode(counts))) == {"a": 2, "b": 1}
+    assert values.decode(json.loads(runner.encode(point))) == (1, 2)
+    assert values.decode(json.loads(runner.encode(counts))) == {"a": 2, "b": 1}
 
 
 @pytest.mark.parametrize("got, expected, mode, verdict", [
@@ -79,12 +79,12 @@ def test_collections_containers_travel_as_their_plain_form():
     (b"1 2", "1 2 3", "float", "wrong output"),
 ])
 def test_output_comparison(got, expected, mode, verdict):
-    assert harness.compare_output(got, expected, mode) == verdict
+    assert judge.compare_output(got, expected, mode) == verdict
 
 
 def test_each_assert_is_its_own_test_and_constant_asserts_do_not_count():
-    rewriter = harness._AssertRewriter()
-    rewriter.visit(harness.ast.parse(
+    rewriter = judge._AssertRewriter()
+    rewriter.visit(judge.ast.parse(
         "def check(c):\n    assert c(1) == 1\n    assert True, 'hint'\n    for i in range(3):\n"
         "        assert c(i) >= 0\n"
     ))
