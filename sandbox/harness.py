@@ -3,7 +3,9 @@
 Runs inside every sandbox container as root with just CAP_SETUID, CAP_SETGID and CAP_KILL
 (`python3 -I -B harness.py serve`), or as a plain local subprocess (`serve --local`, weaker
 isolation). It reads one JSON job per line on stdin and writes one JSON result per line on
-stdout. Standard library only; it is copied into the image next to `runner.py`.
+stdout. Standard library only, like its siblings `judge.py` (running the tests), `values.py`
+(the wire format), `zygote.py` (spawning runners), `cleanup.py` and `runner.py` (the
+untrusted side); all are copied into the image.
 
 Why it cannot be faked
 ----------------------
