@@ -88,19 +88,7 @@ def build_image(client=None, tag: str | None = None, offline: bool | None = None
         except docker.errors.BuildError as exc:
             tail = " | ".join(str(c.get("stream", c.get("error", ""))).strip() for c in exc.build_log[-5:])
             raise ImageError(f"docker build of {tag} failed: {exc.msg}: {tail}") from None
-    _prune_old_tags(client, tag)
     return tag
-
-
-def _prune_old_tags(client, keep: str) -> None:
-    """Drop images of earlier harness versions (best effort: ones in use stay)."""
-    for image in client.images.list(name=REPOSITORY):
-        for old in image.tags:
-            if old != keep and old.startswith(REPOSITORY + ":"):
-                try:
-                    client.images.remove(old, noprune=False)
-                except Exception:
-                    pass
 
 
 def _registry_base_available(client, log) -> bool:
