@@ -59,7 +59,7 @@ def find_boxes(text: str) -> list[Box]:
         while j < n and text[j] in " \t":
             j += 1
         if j < n and text[j] == "{":
-            end = _match_brace(text, j)
+            end = match_brace(text, j)
             if end < 0:
                 boxes.append(Box(text[j + 1:], False, i))
                 return boxes
@@ -73,8 +73,8 @@ def find_boxes(text: str) -> list[Box]:
             i = max(stop, i + 1)
 
 
-def _match_brace(text: str, open_at: int) -> int:
-    """Index of the brace closing the one at `open_at`, or -1."""
+def match_brace(text: str, open_at: int, open_ch: str = "{", close_ch: str = "}") -> int:
+    """Index of the bracket closing the one at `open_at` (escaped ones skipped), or -1."""
     depth = 0
     i, n = open_at, len(text)
     while i < n:
@@ -82,9 +82,9 @@ def _match_brace(text: str, open_at: int) -> int:
         if ch == "\\":
             i += 2
             continue
-        if ch == "{":
+        if ch == open_ch:
             depth += 1
-        elif ch == "}":
+        elif ch == close_ch:
             depth -= 1
             if depth == 0:
                 return i

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+from rlvr.verifiers.boxes import match_brace
+
 # Spacing and sizing commands that carry no meaning.
 _DROP = (
     "\\displaystyle", "\\textstyle", "\\scriptstyle", "\\left", "\\right", "\\bigl", "\\bigr", "\\Bigl",
@@ -113,25 +115,6 @@ def unwrap(s: str, command: str) -> str:
                 continue
         out.append(s[i:k])
         i = k
-
-
-def match_brace(s: str, open_at: int, open_ch: str = "{", close_ch: str = "}") -> int:
-    """Index of the bracket closing the one at `open_at` (escaped ones skipped), or -1."""
-    depth = 0
-    i, n = open_at, len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == open_ch:
-            depth += 1
-        elif ch == close_ch:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
 
 
 def normalize(s: str) -> str:
