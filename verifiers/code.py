@@ -26,7 +26,7 @@ from rlvr.verifiers.core import (
     TIMEOUT,
     Score,
     Verifier,
-    _align,
+    align_batch,
     completion_text,
 )
 
@@ -91,7 +91,7 @@ class CodeVerifier(Verifier):
 
     def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
         """All completions judged in parallel over the warm pool; results in input order."""
-        references, task_fields = _align(completions, references, task_fields)
+        references, task_fields = align_batch(completions, references, task_fields)
         scores: list[Score | None] = [None] * len(completions)
         jobs, slots = [], []
         for i, (completion, reference, fields) in enumerate(zip(completions, references, task_fields)):

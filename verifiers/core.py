@@ -122,7 +122,7 @@ class Verifier:
         task_fields: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[Score]:
         """Score many completions; results come back in input order."""
-        references, task_fields = _align(completions, references, task_fields)
+        references, task_fields = align_batch(completions, references, task_fields)
         return [self.score(c, r, **f) for c, r, f in zip(completions, references, task_fields)]
 
     def __call__(self, completion: Any, reference: Any = None, **task_fields: Any) -> float:
@@ -132,7 +132,8 @@ class Verifier:
         return f"{type(self).__name__}()"
 
 
-def _align(completions, references, task_fields):
+def align_batch(completions, references, task_fields):
+    """Check and fill the per-item references and task fields of a batch (None means none)."""
     n = len(completions)
     references = [None] * n if references is None else list(references)
     task_fields = [{}] * n if task_fields is None else [dict(f or {}) for f in task_fields]
@@ -172,7 +173,7 @@ class Composite(Verifier):
         return self._combine(parts)
 
     def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
-        references, task_fields = _align(completions, references, task_fields)
+        references, task_fields = align_batch(completions, references, task_fields)
         columns = {
             k: v.score_batch(completions, references, task_fields) for k, (v, _) in self.components.items()
         }

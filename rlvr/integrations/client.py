@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.verifiers.core import ERROR, Score, Verifier, _align
+from rlvr.verifiers.core import ERROR, Score, Verifier, align_batch
 
 TOKEN_ENV = "RLVR_SERVE_TOKEN"
 
@@ -49,7 +49,7 @@ class RemoteVerifier(Verifier):
 
     def score_batch(self, completions: Sequence[Any], references: Sequence[Any] | None = None,
                     task_fields: Sequence[Mapping[str, Any]] | None = None) -> list[Score]:
-        references, task_fields = _align(completions, references, task_fields)
+        references, task_fields = align_batch(completions, references, task_fields)
         out: list[Score] = []
         for start in range(0, len(completions), self.chunk):
             stop = start + self.chunk

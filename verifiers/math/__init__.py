@@ -26,7 +26,7 @@ from rlvr.verifiers.core import (
     WRONG,
     Score,
     Verifier,
-    _align,
+    align_batch,
     completion_text,
 )
 from rlvr.verifiers.math import grader, numeric
@@ -92,7 +92,7 @@ class MathVerifier(Verifier):
     def score_batch(self, completions: Sequence[Any], references: Sequence[Any] | None = None,
                     task_fields: Sequence[Mapping[str, Any]] | None = None) -> list[Score]:
         """Score many pairs: cheap ones here, the rest in parallel in the worker pool."""
-        references, task_fields = _align(completions, references, task_fields)
+        references, task_fields = align_batch(completions, references, task_fields)
         refs = [_reference_text(r) for r in references]
         self._check_references([r for r in refs if isinstance(r, str)])
         results: list[Score | None] = []
