@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
             if evals:
                 print(f"held-out accuracy (greedy, {evals[0]['n']} prompts): before {evals[0]['accuracy']:.3f} "
                       f"(step {evals[0]['step']}), after {evals[-1]['accuracy']:.3f} (step {evals[-1]['step']})")
+                for key in sorted(k for k in evals[-1] if k.startswith("reward/")):
+                    print(f"  {key} (mean): before {evals[0].get(key, 0.0):.3f}, after {evals[-1][key]:.3f}")
             print(f"run written to {args.run_dir}")
     finally:
         distributed.teardown()

@@ -86,7 +86,7 @@ def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, n_prompts: int, *,
              max_new_tokens: int, batch: int = 16) -> dict:
     """Greedy accuracy and mean reward on prompts seed, seed + 1, ... (the held-out seeds)."""
     envs = make_envs(env_id, env_kwargs, min(batch, n_prompts))
-    correct, reward = 0, 0.0
+    correct, reward, parts = 0, 0.0, {}
     try:
         for start in range(0, n_prompts, batch):
             indices = list(range(start, min(start + batch, n_prompts)))
@@ -94,7 +94,11 @@ def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, n_prompts: int, *,
                              max_new_tokens=max_new_tokens, greedy=True):
                 correct += g.correct[0]
                 reward += g.rewards[0]
+                for name, value in g.infos[0].get("score", {}).get("components", {}).items():
+                    parts[name] = parts.get(name, 0.0) + float(value)
     finally:
         for env in envs:
             env.close()
-    return {"accuracy": correct / max(n_prompts, 1), "reward": reward / max(n_prompts, 1), "n": n_prompts}
+    n = max(n_prompts, 1)
+    return {"accuracy": correct / n, "reward": reward / n, "n": n_prompts,
+            **{f"reward/{name}": value / n for name, value in sorted(parts.items())}}
