@@ -25,7 +25,7 @@ install: $(STAMP)
 run: $(STAMP)
 	rm -rf runs/make-run
 	$(PY) -m rlvr train --config configs/arith-smollm2.yaml --run-dir runs/make-run \
-		--set steps=24 --set eval_prompts=64 --set max_minutes=11
+		--set eval_prompts=64 --set max_minutes=11
 	$(PY) -m rlvr plot runs/make-run
 
 lint: $(STAMP)
