@@ -2,10 +2,11 @@
 """Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes?
 
 Trains with configs/arith-smollm2.yaml (hardened composite reward: a correct single final
-\\boxed{} answer plus 0.1 for exactly one final box; a curriculum from one-digit to two-digit
-sums) for at most `--minutes` of training wall time, and measures greedy accuracy on 200
-held-out two-digit addition prompts before and after. The run folder keeps the metrics,
-the evals and the reward curve (reward.png).
+\\boxed{} answer, plus partial credit for the right final number and for exactly one final box,
+weighted as the config says; a curriculum from one-digit to two-digit sums) for at most
+`--minutes` of training wall time, and measures greedy accuracy on 200 held-out two-digit
+addition prompts before and after. The run folder keeps the metrics, the evals and the reward
+curve (reward.png).
 
     python bench/learn_arith.py [--minutes 30] [--run-dir runs/learn_arith] [--set key=value ...]
 Ends with `RESULT {"accuracy_before": ..., "accuracy_after": ..., "minutes": ...}`.
