@@ -7,11 +7,10 @@ use the same machinery honestly (printing, exiting at the end, threads) and must
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from conftest import require_docker
 
-from rlvr.sandbox.pool import SandboxUnavailable
+from rlvr.sandbox.pool import get_pool
 from rlvr.verifiers.code import CodeVerifier
 
 pytestmark = pytest.mark.docker
@@ -129,14 +128,7 @@ CONTROLS = {
 @pytest.fixture(scope="module")
 def verifier():
     v = CodeVerifier(timeout=3.0)
-    try:
-        from rlvr.sandbox.pool import get_pool
-
-        get_pool(v.backend, v.pool_size, v.image, v.limits)
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"Docker sandbox unavailable: {exc}")
+    require_docker(lambda: get_pool(v.backend, v.pool_size, v.image, v.limits))
     return v
 
 

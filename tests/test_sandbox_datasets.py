@@ -4,13 +4,13 @@ mutated variant of each fails; MBPP reference solutions pass (test_setup_code in
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
+from conftest import require_docker
 
-from rlvr.sandbox.pool import SandboxUnavailable, get_pool
+from rlvr.sandbox.pool import get_pool
 from rlvr.verifiers.code import CodeVerifier
 
 pytestmark = pytest.mark.docker
@@ -59,12 +59,7 @@ def _rows(path):
 @pytest.fixture(scope="module")
 def verifier():
     v = CodeVerifier(mode="all", timeout=10.0)
-    try:
-        get_pool(v.backend, v.pool_size, v.image, v.limits)
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"Docker sandbox unavailable: {exc}")
+    require_docker(lambda: get_pool(v.backend, v.pool_size, v.image, v.limits))
     return v
 
 

@@ -11,8 +11,9 @@ import threading
 import time
 
 import pytest
+from conftest import require_docker
 
-from rlvr.sandbox.pool import SandboxPool, SandboxUnavailable
+from rlvr.sandbox.pool import SandboxPool
 from rlvr.sandbox.protocol import Job, Limits
 from rlvr.verifiers.code import CodeVerifier
 
@@ -23,12 +24,7 @@ GOOD = "def sq(x):\n    return x * x\n"
 
 
 def _pool(size):
-    try:
-        return SandboxPool(backend="docker", size=size)
-    except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"Docker sandbox unavailable: {exc}")
+    return require_docker(lambda: SandboxPool(backend="docker", size=size))
 
 
 @pytest.fixture(scope="module")
