@@ -155,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
                         ("--max-new-tokens", args.max_new_tokens)):
         if value is not None and value < 1:
             raise UsageError(f"rlvr eval: {flag} must be at least 1, got {value}")
+    from rlvr.envs import make
+
+    make(args.env, **env_kwargs).close()  # a bad id, split or path fails before a model loads
     if args.policy:
         policy = _load_policy(args.policy)
     else:

@@ -86,6 +86,9 @@ def test_cli_with_a_policy(capsys, tmp_path):
     (["--env", "rlvr/Arithmetic-v0", "--policy", "test_evaluate:one_right_policy", "-n", "2", "-k", "3"], "1..n"),
     (["--env", "rlvr/Arithmetic-v0", "--policy", "nomodule"], "MODULE:ATTR"),
     (["--env", "rlvr/Arithmetic-v0"], "one of the arguments --model --policy is required"),
+    # checked before any model loads (a hub lookup of a typo would retry for half a minute)
+    (["--env", "rlvr/Nope-v0", "--model", "smollm2"], "unknown env 'rlvr/Nope-v0'"),
+    (["--env", "rlvr/Arithmetic-v0", "--model", "smolm2"], "unknown model 'smolm2'"),
 ])
 def test_cli_bad_arguments_give_one_line(capsys, argv, message):
     assert main(["eval", *argv, "--no-progress"]) == 2

@@ -36,6 +36,8 @@ def load_tokenizer(path_or_id: str = "smollm2"):
         folder, gguf = smollm2_files()
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
     else:
+        if not (Path(path_or_id).exists() or "/" in path_or_id):
+            raise LookupError(f"unknown model {path_or_id!r}: use 'smollm2', 'tiny', a folder or a hub id")
         tok = AutoTokenizer.from_pretrained(path_or_id)
     tok.padding_side = "left"
     if tok.pad_token is None:
@@ -73,9 +75,7 @@ def load_model(path_or_id: str = "smollm2", dtype=None, seed: int = 0, tiny_hidd
             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
         )
         model = LlamaForCausalLM(config).to(dtype)
-    else:
-        if not (Path(path_or_id).exists() or "/" in path_or_id):
-            raise LookupError(f"unknown model {path_or_id!r}: use 'smollm2', 'tiny', a folder or a hub id")
+    else:  # load_tokenizer above has checked the name
         model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=dtype)
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
