@@ -28,6 +28,27 @@ class WorkerError(RuntimeError):
     """The worker itself failed (engine gone, container died): an infrastructure error."""
 
 
+def read_reply(buffer: bytearray, deadline: float, fill, who: str) -> dict:
+    """Pop one JSON line from `buffer`, calling `fill(seconds_left)` to read more, until `deadline`.
+
+    Both backends talk to the same job server, one JSON object per line; only how bytes
+    arrive differs (a Docker attach socket, a pipe).
+    """
+    while True:
+        newline = buffer.find(b"\n")
+        if newline >= 0:
+            line = bytes(buffer[:newline])
+            del buffer[:newline + 1]
+            try:
+                return json.loads(line)
+            except ValueError:
+                raise WorkerError(f"garbled reply from {who}: {line[:200]!r}") from None
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WorkerError(f"{who} did not answer in time")
+        fill(remaining)
+
+
 def container_options(image: str, limits: Limits) -> dict:
     """`docker run` settings of a sandbox container (kept in one place so tests can read them)."""
     from docker.types import LogConfig
@@ -127,29 +148,20 @@ class DockerWorker:
         return self._read_line(time.monotonic() + budget)
 
     def _read_line(self, deadline: float) -> dict:
-        while True:
-            newline = self._stdout.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._stdout[:newline])
-                del self._stdout[:newline + 1]
-                try:
-                    return json.loads(line)
-                except ValueError:
-                    raise WorkerError(f"garbled reply from the job server: {line[:200]!r}") from None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerError("the job server did not answer in time")
-            self._sock.settimeout(remaining)
-            try:
-                chunk = self._sock.recv(1 << 20)
-            except TimeoutError:
-                continue
-            except OSError as exc:
-                raise WorkerError(f"lost the container: {exc}") from None
-            if not chunk:
-                raise WorkerError(f"the container exited: {bytes(self._stderr[-500:]).decode(errors='replace')}")
-            self._buffer.extend(chunk)
-            self._demultiplex()
+        return read_reply(self._stdout, deadline, self._receive, "the job server")
+
+    def _receive(self, timeout: float) -> None:
+        self._sock.settimeout(timeout)
+        try:
+            chunk = self._sock.recv(1 << 20)
+        except TimeoutError:
+            return
+        except OSError as exc:
+            raise WorkerError(f"lost the container: {exc}") from None
+        if not chunk:
+            raise WorkerError(f"the container exited: {bytes(self._stderr[-500:]).decode(errors='replace')}")
+        self._buffer.extend(chunk)
+        self._demultiplex()
 
     def _demultiplex(self):
         """Split Docker's 8-byte-header frames into stdout and stderr."""

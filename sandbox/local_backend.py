@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr.sandbox.docker_backend import WorkerError
+from rlvr.sandbox.docker_backend import WorkerError, read_reply
 from rlvr.sandbox.protocol import Limits
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
@@ -54,24 +54,15 @@ class LocalWorker:
         return self._read_line(time.monotonic() + budget)
 
     def _read_line(self, deadline: float) -> dict:
+        return read_reply(self._out, deadline, self._receive, "the local job server")
+
+    def _receive(self, timeout: float) -> None:
         fd = self.proc.stdout.fileno()
-        while True:
-            newline = self._out.find(b"\n")
-            if newline >= 0:
-                line = bytes(self._out[:newline])
-                del self._out[:newline + 1]
-                try:
-                    return json.loads(line)
-                except ValueError:
-                    raise WorkerError(f"garbled reply from the local job server: {line[:200]!r}") from None
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerError("the local job server did not answer in time")
-            if select.select([fd], [], [], remaining)[0]:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise WorkerError("the local job server exited")
-                self._out.extend(chunk)
+        if select.select([fd], [], [], timeout)[0]:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise WorkerError("the local job server exited")
+            self._out.extend(chunk)
 
     def close(self):
         if self.proc.poll() is None:
