@@ -77,6 +77,7 @@ def run_rlvr_worker(args) -> dict:
         model=args.model, env="bench/PeerSum-v0", steps=args.steps, prompts_per_step=args.P, group_size=args.G,
         max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
+        autocast=os.environ.get("AUTOCAST", "off"),
     )
     def cpu_s() -> float:
         ru = resource.getrusage(resource.RUSAGE_SELF)

@@ -7,7 +7,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlvr.trainer.generation import _pick, generate, sample
-from rlvr.trainer.logprobs import group_logprobs, token_logprobs
+from rlvr.trainer.logprobs import _pack, group_logprobs, token_logprobs
 from rlvr.trainer.models import load_model
 
 
@@ -30,29 +30,42 @@ class LargestVocabTensor(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        inputs = [a for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                  if isinstance(a, torch.Tensor) and a.layout == torch.strided]  # sparse gradients have no storage
         shared = {a.untyped_storage().data_ptr() for a in inputs}
         for t in out if isinstance(out, (tuple, list)) else [out]:
-            if (isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[-1] == self.vocab
+            if (isinstance(t, torch.Tensor) and t.layout == torch.strided and t.dim() >= 1 and t.shape[-1] == self.vocab
                     and t.untyped_storage().data_ptr() not in shared):
                 self.rows = max(self.rows, t.numel() // self.vocab)
         return out
 
 
-def _batch(groups=4, length=12):
+def _batch(groups=4, length=12, lengths=(12, 7, 1, 10)):
     torch.manual_seed(1)
     prompt = torch.randint(0, 5000, (9,))
     completions = torch.randint(0, 5000, (groups, length))
-    lengths = torch.tensor([12, 7, 1, 10])[:groups]
+    lengths = torch.tensor(lengths)[:groups]
     mask = (torch.arange(length) < lengths.unsqueeze(1)).float()
     return prompt, completions, mask
 
 
-def test_group_logprobs_equal_a_plain_full_forward(tiny):
+@pytest.fixture(params=["sdpa", "eager"])
+def attention(request, tiny):
     model, _ = tiny
-    prompt, completions, mask = _batch()
+    before = model.config._attn_implementation
+    model.config._attn_implementation = request.param
+    yield request.param
+    model.config._attn_implementation = before
+
+
+# 1024: the group in one row behind one prompt; 15: two rows; 1: one row per completion
+@pytest.mark.parametrize("row_tokens", [1024, 15, 1])
+@pytest.mark.parametrize("lengths", [(12, 7, 1, 10), (12, 0, 3, 0)])
+def test_group_logprobs_equal_a_plain_full_forward(tiny, attention, row_tokens, lengths):
+    model, _ = tiny
+    prompt, completions, mask = _batch(lengths=lengths)
     logp, entropy = group_logprobs(model, prompt, completions, mask, temperature=0.7, chunk_tokens=5,
-                                   with_entropy=True)
+                                   with_entropy=True, row_tokens=row_tokens)
     full = torch.cat([prompt.expand(4, -1), completions], dim=1)
     logits = model(full).logits[:, len(prompt) - 1:-1].float() / 0.7
     ref = torch.log_softmax(logits, -1).gather(-1, completions.unsqueeze(-1)).squeeze(-1) * mask
@@ -62,12 +75,13 @@ def test_group_logprobs_equal_a_plain_full_forward(tiny):
     assert torch.all(logp[mask == 0] == 0)
 
 
-def test_gradients_equal_those_of_the_full_forward(tiny):
+@pytest.mark.parametrize("row_tokens", [1024, 15])
+def test_gradients_equal_those_of_the_full_forward(tiny, row_tokens):
     model, _ = tiny
     prompt, completions, mask = _batch()
     model.zero_grad()
-    group_logprobs(model, prompt, completions, mask, chunk_tokens=4)[0].sum().backward()
-    chunked = [p.grad.clone() for p in model.parameters()]
+    group_logprobs(model, prompt, completions, mask, chunk_tokens=4, row_tokens=row_tokens)[0].sum().backward()
+    chunked = [p.grad.to_dense().clone() for p in model.parameters()]  # the embedding's own gradient is sparse
     model.zero_grad()
     full = torch.cat([prompt.expand(4, -1), completions], dim=1)
     logits = model(full).logits[:, len(prompt) - 1:-1]
@@ -75,6 +89,35 @@ def test_gradients_equal_those_of_the_full_forward(tiny):
     for a, p in zip(chunked, model.parameters()):
         assert torch.allclose(a, p.grad, atol=1e-4)
     model.zero_grad()
+
+
+def test_packing_fills_rows_up_to_the_budget_and_skips_empty_completions():
+    # prompt of 4; a completion of n tokens adds n - 1 to its row (its last token predicts nothing)
+    assert _pack(4, [5, 0, 3, 7], row_tokens=10) == [[0, 2], [3]]
+    assert _pack(4, [5, 3, 7], row_tokens=100) == [[0, 1, 2]]
+    assert _pack(4, [30, 2], row_tokens=10) == [[0], [1]]  # too long for the budget: a row of its own
+    assert _pack(4, [0, 0], row_tokens=10) == []
+
+
+def test_a_group_with_nothing_to_train_gives_zeros(tiny):
+    model, _ = tiny
+    prompt, completions, mask = _batch(lengths=(0, 0, 0, 0))
+    logp, entropy = group_logprobs(model, prompt, completions, mask, with_entropy=True)
+    assert logp.shape == entropy.shape == completions.shape
+    assert not logp.any() and not entropy.any()
+
+
+def test_packed_rows_cost_no_padding_and_one_decoder_call(tiny):
+    model, _ = tiny
+    prompt, completions, mask = _batch()
+    calls = []
+    hook = model.get_decoder().register_forward_hook(lambda m, a, kw, out: calls.append(kw["inputs_embeds"].shape),
+                                                     with_kwargs=True)
+    try:
+        group_logprobs(model, prompt, completions, mask)
+    finally:
+        hook.remove()
+    assert calls == [(1, 9 + 11 + 6 + 0 + 9, model.config.hidden_size)]  # prompt + each completion but its last token
 
 
 def test_chunked_path_never_allocates_the_full_logits(tiny):

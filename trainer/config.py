@@ -56,6 +56,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     # machinery
     chunk_tokens: int = 256  # rows of the output projection computed at once
+    pack_tokens: int = 1024  # a group's completions share one copy of the prompt in rows of up to this many tokens
     autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"
     threads: int = 0  # torch threads (0 = torch's default)
     checkpoint_every: int = 0

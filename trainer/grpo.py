@@ -52,6 +52,13 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, foreach=False, **kwargs)
 
 
+def densify_gradients(params) -> None:
+    """Sparse embedding gradients (see logprobs._embed) made dense for clipping and AdamW."""
+    for p in params:
+        if p.grad is not None and p.grad.is_sparse:
+            p.grad = p.grad.to_dense()
+
+
 class GRPOTrainer:
     """Trains `config.model` (or a model passed in) on `config.env`, logging to `run_dir`."""
 
@@ -234,7 +241,7 @@ class GRPOTrainer:
     def _logprobs(self, model, prompt, ids, mask, with_entropy=False):
         with self._autocast():
             return group_logprobs(model, prompt, ids, mask, self.config.temperature, self.config.chunk_tokens,
-                                  with_entropy)
+                                  with_entropy, self.config.pack_tokens)
 
     def _optimise(self, kept: list[tuple[Group, torch.Tensor]]) -> dict:
         cfg = self.config
@@ -270,6 +277,7 @@ class GRPOTrainer:
                 if entropy is not None:
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["entropy_tokens"] += float(mask.sum())
+            densify_gradients(self.params)
             distributed.sum_gradients(self.params)
             max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
             totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))

@@ -2,11 +2,11 @@
 
 A (sequences x length x vocabulary) logits tensor is the largest object in a naive GRPO
 step: 32 completions of 100 tokens over SmolLM2's 49152-token vocabulary is 630 MB in
-fp32, and autograd keeps a second copy for the softmax. Here the decoder runs once for the
-prompt (its KV cache is then shared by the G completions of the group), the hidden states
-of the real completion tokens are gathered (padding is never projected), and the output
-projection + log-softmax run over chunks of `chunk_tokens` rows under activation
-checkpointing: only one chunk's logits exist at a time, forward or backward.
+fp32, and autograd keeps a second copy for the softmax. Here a group's completions are
+packed behind one copy of their prompt (no padding, the prompt encoded once), the hidden
+states of the real completion tokens are gathered, and the output projection + log-softmax
+run over chunks of `chunk_tokens` rows under activation checkpointing: only one chunk's
+logits exist at a time, forward or backward.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-
-from rlvr.trainer.kvcache import cache_kwarg, returned_cache
 
 
 def _chunk(hidden, weight, bias, targets, temperature: float, with_entropy: bool):
@@ -52,30 +50,99 @@ def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.T
     return logp, entropy
 
 
-def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor,
-                   temperature: float = 1.0, chunk_tokens: int = 256, with_entropy: bool = False):
-    """Per-token log-probs (G x Lc, 0 at padding) of G right-padded completions of one prompt.
+def _embed(model, ids: torch.Tensor) -> torch.Tensor:
+    """Input embeddings of `ids` whose gradient is sparse (only the rows of the tokens used).
 
-    The prompt (1-D ids, no padding) is encoded once; its KV cache is repeated for the G
-    completions. Returns (logp, entropy), entropy None unless asked for.
+    A dense embedding gradient is a vocabulary x hidden matrix per call (113 MB for SmolLM2),
+    and with tied weights it waits beside the output projection's gradient until the end of
+    the backward pass. The module's own forward still runs (some models scale embeddings).
     """
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    embedding = model.get_input_embeddings()
+    if not isinstance(embedding, torch.nn.Embedding) or embedding.sparse:
+        return embedding(ids)
+    embedding.sparse = True
+    try:
+        return embedding(ids)
+    finally:
+        embedding.sparse = False
+
+
+def _pack(prompt_len: int, lengths: list[int], row_tokens: int) -> list[list[int]]:
+    """Completions (by index) placed in rows of at most `row_tokens` tokens, each row led by the prompt.
+
+    A row feeds the prompt and then each of its completions but the last token (nothing is
+    predicted after it). A completion longer than the budget gets a row of its own.
+    """
+    rows, used = [], 0
+    for i, n in enumerate(lengths):
+        if n == 0:
+            continue
+        if not rows or used + n - 1 > row_tokens:
+            rows.append([])
+            used = prompt_len
+        rows[-1].append(i)
+        used += n - 1
+    return rows
+
+
+def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor,
+                   temperature: float = 1.0, chunk_tokens: int = 256, with_entropy: bool = False,
+                   row_tokens: int = 1024):
+    """Per-token log-probs (G x Lc, 0 where `mask` is 0) of G right-padded completions of one prompt.
+
+    `mask` is 1 on a prefix of each row. The completions are packed behind one copy of the
+    prompt in rows of up to `row_tokens` tokens, with a 4-D attention mask that lets each
+    completion see the prompt and its own earlier tokens only, and positions that restart
+    after the prompt. So padding is never computed, the prompt is encoded once per row, and
+    the whole group is one decoder call: every weight is used once in the autograd graph, so
+    its gradient goes straight into `.grad` instead of waiting in a buffer for a second use.
+    Returns (logp, entropy), entropy None unless asked for.
+    """
+    attention = getattr(model.config, "_attn_implementation", "eager")
+    if attention not in ("sdpa", "eager"):
+        raise ValueError(f"packed completions need sdpa or eager attention, not {attention!r}")
+    device = completion_ids.device
     groups, length = completion_ids.shape
-    prompt_len = prompt_ids.shape[0]
-    out = decoder(input_ids=prompt_ids.unsqueeze(0), use_cache=length > 1)
-    last = out.last_hidden_state[:, -1:].expand(groups, 1, -1)
-    if length > 1:
-        cache = returned_cache(out)
-        cache.batch_repeat_interleave(groups)
-        positions = torch.arange(prompt_len, prompt_len + length - 1, device=prompt_ids.device)
-        rest = decoder(input_ids=completion_ids[:, :-1], position_ids=positions.expand(groups, -1),
-                       use_cache=False, **cache_kwarg(decoder, cache)).last_hidden_state
-        hidden = torch.cat([last, rest], dim=1)
-    else:
-        hidden = last
-    sel = mask.bool()
-    logp, entropy = token_logprobs(hidden[sel], head, completion_ids[sel], temperature, chunk_tokens, with_entropy)
-    full = hidden.new_zeros((groups, length), dtype=torch.float32).masked_scatter(sel, logp)
+    prompt = prompt_ids.tolist()
+    prompt_len = len(prompt)
+    lengths = mask.sum(-1).long().tolist()
+    completions = completion_ids.tolist()
+    rows = _pack(prompt_len, lengths, row_tokens)
+    full = torch.zeros((groups, length), dtype=torch.float32, device=device)
+    if not rows:
+        return full, (full.clone() if with_entropy else None)
+    tokens, segments, positions, picks, targets = [], [], [], [], []
+    for r, members in enumerate(rows):
+        ids, seg, pos = list(prompt), [0] * prompt_len, list(range(prompt_len))
+        for i in members:
+            n = lengths[i]
+            starts = len(ids)
+            ids += completions[i][:n - 1]
+            seg += [i + 1] * (n - 1)
+            pos += range(prompt_len, prompt_len + n - 1)
+            picks.append((r, [prompt_len - 1, *range(starts, starts + n - 1)]))
+            targets += completions[i][:n]
+        tokens.append(ids)
+        segments.append(seg)
+        positions.append(pos)
+    width = max(map(len, tokens))
+    pad = lambda rows_, value: torch.tensor([x + [value] * (width - len(x)) for x in rows_], device=device)  # noqa: E731
+    ids, seg, pos = pad(tokens, 0), pad(segments, -1), pad(positions, 0)
+    causal = torch.ones((width, width), dtype=torch.bool, device=device).tril()
+    same = (seg.unsqueeze(2) == seg.unsqueeze(1)) | (seg == 0).unsqueeze(1)
+    allowed = (causal & same).unsqueeze(1)
+    if attention == "eager":  # eager attention adds the mask to the scores
+        dtype = next(model.parameters()).dtype
+        allowed = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+    hidden = model.get_decoder()(inputs_embeds=_embed(model, ids), attention_mask=allowed, position_ids=pos,
+                                 use_cache=False).last_hidden_state
+    flat = torch.tensor([r * width + j for r, js in picks for j in js], device=device)
+    target = torch.tensor(targets, device=device)
+    head = model.get_output_embeddings()
+    logp, entropy = token_logprobs(hidden.reshape(-1, hidden.shape[-1])[flat], head, target, temperature,
+                                   chunk_tokens, with_entropy)
+    sel = torch.arange(length, device=device) < torch.tensor(lengths, device=device).unsqueeze(1)
+    full = full.masked_scatter(sel, logp)
     if entropy is not None:
-        entropy = full.new_zeros((groups, length)).masked_scatter(sel, entropy)
+        entropy = torch.zeros_like(full).masked_scatter(sel, entropy)
     return full, entropy
