@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlvr.trainer.generation import _pick, generate, sample
@@ -183,3 +184,31 @@ def test_generate_returns_n_texts_per_chat_prompt(tiny):
     assert out[0] != out[1]  # each prompt has its own generator
     with pytest.raises(ValueError):
         generate(model, tok, [[{"role": "user", "content": "hi"}]], temperature=0.0)
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+def test_head_gradients_match_autograd_with_temperature_bias_and_existing_grads(leaf):
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 50)
+    hidden = torch.randn(11, 8, requires_grad=True)
+    targets, weights = torch.randint(0, 50, (11,)), torch.randn(11)
+    scale = torch.ones(1, requires_grad=True)  # a non-leaf weight (e.g. a scaled or merged one) still gets its gradient
+
+    def run(fn):
+        for p in (*head.parameters(), hidden, scale):
+            p.grad = torch.full_like(p, 0.5)  # gradients already there are added to, not replaced
+        w = head.weight if leaf else head.weight * scale
+        (fn(w) * weights).sum().backward()
+        return [p.grad.clone() for p in (*head.parameters(), hidden, scale)]
+
+    ref = run(lambda w: torch.log_softmax(F.linear(hidden, w, head.bias) / 0.7, -1).gather(
+        -1, targets.unsqueeze(-1)).squeeze(-1))
+    ours = run(lambda w: token_logprobs(hidden, Head(w, head.bias), targets, temperature=0.7, chunk_tokens=4)[0])
+    for a, b in zip(ours, ref):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+class Head(torch.nn.Module):
+    def __init__(self, weight, bias):
+        super().__init__()
+        self.weight, self.bias = weight, bias

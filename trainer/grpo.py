@@ -245,6 +245,7 @@ class GRPOTrainer:
 
     def _optimise(self, kept: list[tuple[Group, torch.Tensor]]) -> dict:
         cfg = self.config
+        release_freed_memory()  # what sampling freed (KV caches), before the step's peak
         batch = [(self._tensors(g), adv.to(self.device)) for g, adv in kept]
         batch = [(t, adv) for t, adv in batch if t[2].sum() > 0]
         n_seqs, n_tokens = distributed.sum_values(

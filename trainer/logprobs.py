@@ -5,28 +5,76 @@ step: 32 completions of 100 tokens over SmolLM2's 49152-token vocabulary is 630 
 fp32, and autograd keeps a second copy for the softmax. Here a group's completions are
 packed behind one copy of their prompt (no padding, the prompt encoded once), the hidden
 states of the real completion tokens are gathered, and the output projection + log-softmax
-run over chunks of `chunk_tokens` rows under activation checkpointing: only one chunk's
-logits exist at a time, forward or backward.
+run over chunks of `chunk_tokens` rows, recomputed in backward: only one chunk's logits
+exist at a time, forward or backward.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 
-def _chunk(hidden, weight, bias, targets, temperature: float, with_entropy: bool):
+def _logits(hidden, weight, bias, temperature: float) -> torch.Tensor:
     logits = F.linear(hidden, weight, bias).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    lse = torch.logsumexp(logits, dim=-1)
-    logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
-    if not with_entropy:
-        return logp, None
-    with torch.no_grad():
-        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
-    return logp, entropy
+    return logits / temperature if temperature != 1.0 else logits
+
+
+class _ProjectedLogprob(torch.autograd.Function):
+    """log p(target | hidden) through the output projection, for one chunk of rows.
+
+    Nothing vocabulary-wide is kept for backward: the logits are recomputed there (under the
+    forward's autocast state). The weight's gradient is added in place into `weight.grad`
+    rather than returned: a returned one is a fresh vocabulary x hidden matrix, and with tied
+    embeddings autograd holds it until the embedding's gradient arrives at the end of the pass.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, with_entropy):
+        logits = _logits(hidden, weight, bias, temperature)
+        lse = torch.logsumexp(logits, dim=-1)
+        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+        entropy = None
+        if with_entropy:
+            entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+            ctx.mark_non_differentiable(entropy)
+        ctx.save_for_backward(hidden, targets)
+        ctx.weight, ctx.bias, ctx.temperature = weight, bias, temperature
+        kind = hidden.device.type
+        ctx.autocast = (torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind), kind)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_entropy):
+        hidden, targets = ctx.saved_tensors
+        weight, bias, temperature = ctx.weight, ctx.bias, ctx.temperature
+        enabled, dtype, kind = ctx.autocast
+        with torch.autocast(kind, dtype=dtype, enabled=enabled):
+            logits = _logits(hidden, weight, bias, temperature)
+        # d logp_i / d logits_ij = [j == t_i] - softmax_ij, then 1 / temperature through the scaling
+        grad = logits.sub_(logits.logsumexp(-1, keepdim=True)).exp_().mul_(-grad_logp.unsqueeze(-1))
+        grad.scatter_add_(-1, targets.unsqueeze(-1), grad_logp.unsqueeze(-1))
+        if temperature != 1.0:
+            grad.div_(temperature)
+        grad_hidden = grad.to(weight.dtype) @ weight if ctx.needs_input_grad[0] else None
+        grad_weight = _accumulate(weight, grad.t().to(hidden.dtype), hidden)
+        grad_bias = None if bias is None else _accumulate(bias, grad.sum(0).to(bias.dtype))
+        return grad_hidden, grad_weight, grad_bias, None, None, None
+
+
+def _accumulate(param, grad, hidden=None):
+    """Add `grad` (or grad @ hidden) into a leaf's `.grad` in place; return it for anything else."""
+    if not param.requires_grad:
+        return None
+    if not param.is_leaf:
+        return grad if hidden is None else grad @ hidden
+    if param.grad is None:
+        param.grad = grad.to(param.dtype) if hidden is None else (grad @ hidden).to(param.dtype)
+    elif hidden is None:
+        param.grad.add_(grad)
+    else:
+        param.grad.addmm_(grad.to(param.dtype), hidden.to(param.dtype))
+    return None
 
 
 def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor, temperature: float = 1.0,
@@ -34,15 +82,14 @@ def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.T
     """log p(targets[i] | hidden[i]) for rows of `hidden` (N x H), computed `chunk_tokens` rows at a time.
 
     Returns (logp, entropy) of shape (N,); entropy is None unless asked for (it carries no gradient).
+    Under autograd the head's weight gradient goes straight into `head.weight.grad` (see
+    `_ProjectedLogprob`), so gradient hooks on that weight do not see it.
     """
     weight, bias = head.weight, getattr(head, "bias", None)
     logps, entropies = [], []
     for start in range(0, hidden.shape[0], chunk_tokens):
         h, t = hidden[start:start + chunk_tokens], targets[start:start + chunk_tokens]
-        if torch.is_grad_enabled() and hidden.requires_grad:
-            lp, ent = checkpoint(_chunk, h, weight, bias, t, temperature, with_entropy, use_reentrant=False)
-        else:
-            lp, ent = _chunk(h, weight, bias, t, temperature, with_entropy)
+        lp, ent = _ProjectedLogprob.apply(h, weight, bias, t, temperature, with_entropy)
         logps.append(lp)
         entropies.append(ent)
     logp = torch.cat(logps) if logps else hidden.new_zeros(0)
