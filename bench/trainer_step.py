@@ -8,6 +8,10 @@ steps, one after the other; the first step (warm-up) is excluded from the per-st
 rlvr sees the task through the env contract: a small gymnasium env serves prompt k of
 `make_prompts` on `reset(seed=k)` and scores with `sum_reward`.
 
+TRL runs in fp32 (the peer sets bf16=False). rlvr is measured twice against the same TRL run:
+`fp32` (fp32 throughout, TRL's precision) and `bf16-sampling` (sampling under bf16 autocast,
+training in fp32, tokens reweighted by the truncated importance weight); each row says which.
+
     python bench/trainer_step.py                 # the three configurations of the issue
     python bench/trainer_step.py --only tiny     # one configuration
 Ends with `RESULT {"configs": [...]}`.
@@ -28,6 +32,7 @@ from pathlib import Path
 
 PEER_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
 PEER = PEER_DIR / "trl_grpo_step.py"
+VARIANTS = {"fp32": "auto", "bf16-sampling": "bf16"}  # rlvr's sample_dtype for each
 CONFIGS = [
     {"name": "smollm2-G4-P2-L32", "model": "smollm2", "G": 4, "P": 2, "L": 32},
     {"name": "smollm2-G8-P4-L64", "model": "smollm2", "G": 8, "P": 4, "L": 64},
@@ -77,7 +82,7 @@ def run_rlvr_worker(args) -> dict:
         model=args.model, env="bench/PeerSum-v0", steps=args.steps, prompts_per_step=args.P, group_size=args.G,
         max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
-        autocast=os.environ.get("AUTOCAST", "off"),
+        autocast="off", sample_dtype=args.sample_dtype,
     )
     def cpu_s() -> float:
         ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -126,6 +131,10 @@ def main(argv=None) -> int:
     p.add_argument("-G", type=int, default=4, help=argparse.SUPPRESS)
     p.add_argument("-P", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("-L", type=int, default=32, help=argparse.SUPPRESS)
+    p.add_argument("--sample-dtype", default="auto", help=argparse.SUPPRESS)
+    p.add_argument("--variants", default="fp32,bf16-sampling",
+                   help="rlvr settings to measure: fp32 (TRL's precision throughout) and/or bf16-sampling "
+                        "(sampling in bf16, training in fp32, with the importance-weight correction)")
     args = p.parse_args(argv)
     if args.worker:
         run_rlvr_worker(args)
@@ -142,27 +151,29 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         trl = _run([sys.executable, str(PEER), "--model", c["model"], *geometry, "--max-completion-length",
                     str(c["L"]), "--steps", str(args.steps)])
-        ours = _run([sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
-                     "--steps", str(args.steps)])
-        row = {
-            "name": c["name"],
-            "rlvr_s_per_step": ours["median_step_s_excl_first"],
-            "trl_s_per_step": trl["median_step_s_excl_first"],
-            "step_ratio": round(ours["median_step_s_excl_first"] / trl["median_step_s_excl_first"], 3),
-            "rlvr_peak_rss_mb": ours["peak_rss_during_train_mb"],
-            "trl_peak_rss_mb": trl["peak_rss_during_train_mb"],
-            "rss_ratio": round(ours["peak_rss_during_train_mb"] / trl["peak_rss_during_train_mb"], 3),
-            # process CPU seconds per step: less sensitive than wall time to other jobs on the machine
-            "rlvr_cpu_s_per_step": ours["median_step_cpu_s"],
-            "trl_cpu_s_per_step": trl["median_step_cpu_s"],
-            "cpu_ratio": round(ours["median_step_cpu_s"] / trl["median_step_cpu_s"], 3),
-        }
-        results.append(row)
-        print(f"{c['name']}: rlvr {ours['step_s']} s/step (zero-variance groups {ours['zero_var_frac']}, "
-              f"tokens {ours['gen_tokens_per_step']}) | trl {trl['step_s']} s/step (tokens "
-              f"{trl['gen_tokens_per_step']}) | load avg {load:.2f} -> {os.getloadavg()[0]:.2f} "
-              f"| {time.perf_counter() - t0:.0f} s")
-        print("  " + json.dumps(row), flush=True)
+        for variant in args.variants.split(","):
+            ours = _run([sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
+                         "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant]])
+            row = {
+                "name": c["name"],
+                "rlvr_precision": variant,
+                "rlvr_s_per_step": ours["median_step_s_excl_first"],
+                "trl_s_per_step": trl["median_step_s_excl_first"],
+                "step_ratio": round(ours["median_step_s_excl_first"] / trl["median_step_s_excl_first"], 3),
+                "rlvr_peak_rss_mb": ours["peak_rss_during_train_mb"],
+                "trl_peak_rss_mb": trl["peak_rss_during_train_mb"],
+                "rss_ratio": round(ours["peak_rss_during_train_mb"] / trl["peak_rss_during_train_mb"], 3),
+                # process CPU seconds per step: less sensitive than wall time to other jobs on the machine
+                "rlvr_cpu_s_per_step": ours["median_step_cpu_s"],
+                "trl_cpu_s_per_step": trl["median_step_cpu_s"],
+                "cpu_ratio": round(ours["median_step_cpu_s"] / trl["median_step_cpu_s"], 3),
+            }
+            results.append(row)
+            print(f"{c['name']} ({variant}): rlvr {ours['step_s']} s/step (zero-variance groups "
+                  f"{ours['zero_var_frac']}, tokens {ours['gen_tokens_per_step']}) | trl {trl['step_s']} s/step "
+                  f"(tokens {trl['gen_tokens_per_step']}) | load avg {load:.2f} -> {os.getloadavg()[0]:.2f} "
+                  f"| {time.perf_counter() - t0:.0f} s")
+            print("  " + json.dumps(row), flush=True)
     print("RESULT " + json.dumps({"configs": results}))
     return 0
 

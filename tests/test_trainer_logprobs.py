@@ -146,9 +146,31 @@ def test_token_logprobs_do_not_depend_on_the_chunk_size():
 def test_top_p_sampling_by_inverse_cdf():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
     # nucleus 0.6 keeps tokens 0 and 1 (0.5 + 0.3): u = 0.1 -> 0; u = 0.9 -> 0.72 of 0.8 -> token 1
-    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6).tolist() == [0, 1]
+    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)[0].tolist() == [0, 1]
     # without the nucleus u = 0.9 falls in token 2's slice
-    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0).tolist() == [0, 2]
+    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)[0].tolist() == [0, 2]
+
+
+def test_sampler_reports_the_log_probability_of_each_token_under_its_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
+    _, logp = _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)  # renormalised over {0, 1}: 0.625, 0.375
+    assert torch.allclose(logp.exp(), torch.tensor([0.625, 0.375]))
+    _, logp = _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)
+    assert torch.allclose(logp.exp(), torch.tensor([0.5, 0.2]))
+
+
+def test_sampled_logprobs_equal_the_training_forward(tiny):
+    model, _ = tiny
+    prompt = [1, 500, 600, 700]
+    out = sample(model, [prompt], n=3, max_new_tokens=6, temperature=0.8,
+                 generators=[torch.Generator().manual_seed(0)])[0]
+    width = max(map(len, out.completion_ids))
+    ids = torch.tensor([c + [0] * (width - len(c)) for c in out.completion_ids])
+    mask = (torch.arange(width) < torch.tensor([len(c) for c in out.completion_ids]).unsqueeze(1)).float()
+    with torch.no_grad():
+        logp = group_logprobs(model, torch.tensor(prompt), ids, mask, temperature=0.8)[0]
+    for row, (lps, c) in enumerate(zip(out.logprobs, out.completion_ids)):
+        assert len(lps) == len(c) and torch.allclose(torch.tensor(lps), logp[row, :len(c)], atol=1e-4)
 
 
 def test_greedy_sampling_matches_transformers_generate(tiny):

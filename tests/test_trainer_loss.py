@@ -93,6 +93,17 @@ def test_clip_higher_lets_positive_tokens_grow_further():
     assert grpo_loss(logp, old, adv, mask, epsilon_high=0.28, **kw)[0].item() == pytest.approx(-1.25)
 
 
+def test_tokens_from_another_sampler_are_weighted_by_the_truncated_importance_weight():
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.9]]))
+    sampler = torch.log(torch.tensor([[0.5, 0.4, 0.3]]))  # weights 1, 1.25 and 3 -> capped at 2
+    logp = old.clone().requires_grad_()
+    adv, mask = torch.ones(1), torch.ones(1, 3)
+    loss, _ = grpo_loss(logp, old, adv, mask, n_seqs=1, n_tokens=3, max_tokens=3, sampler_logp=sampler, tis_cap=2.0)
+    assert loss.item() == pytest.approx(-(1 + 1.25 + 2) / 3)
+    loss.backward()  # the weight is a constant: d(-w * ratio)/d logp = -w / 3 at ratio 1
+    assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -1.25 / 3, -2 / 3]]))
+
+
 def test_kl_term_is_weighted_by_beta():
     logp, ref = torch.full((1, 2), math.log(0.5)), torch.full((1, 2), math.log(0.25))
     adv, mask = torch.zeros(1), torch.ones(1, 2)

@@ -93,6 +93,17 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_metrics(toy_run, tmp_
     assert read_jsonl(run_dir / "eval.jsonl") == read_jsonl(toy_run[0] / "eval.jsonl")
 
 
+def test_bf16_sampling_with_fp32_training_is_corrected_and_still_learns(tmp_path):
+    trainer = GRPOTrainer(TrainConfig(**TOY, steps=6, sample_dtype="bf16"), tmp_path / "bf16")
+    metrics = trainer.train()
+    assert trainer.correct_sampler and not trainer.use_bf16
+    # bf16 sampling really differs from the fp32 policy (the weights are rounded), by a little
+    assert all(0 < r["sampler_kl"] < 0.05 for r in metrics), [r["sampler_kl"] for r in metrics]
+    assert metrics[-1]["reward_mean"] > metrics[0]["reward_mean"]
+    fp32 = GRPOTrainer(TrainConfig(**TOY, steps=1), tmp_path / "fp32")
+    assert fp32.train()[0]["sampler_kl"] is None and not fp32.correct_sampler
+
+
 def test_two_process_step_equals_the_single_process_step(tmp_path):
     settings = dict(steps=1, checkpoint_every=1, scale_rewards="batch", beta=0.05, mu=2)
     single = GRPOTrainer(TrainConfig(**TOY, **settings), tmp_path / "one")

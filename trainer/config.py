@@ -57,7 +57,9 @@ class TrainConfig:
     # machinery
     chunk_tokens: int = 256  # rows of the output projection computed at once
     pack_tokens: int = 1024  # a group's completions share one copy of the prompt in rows of up to this many tokens
-    autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"
+    autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"; sampling and training
+    sample_dtype: str = "auto"  # "auto" (sample as training computes) or "bf16" (sample in bf16 even if training is fp32)
+    tis_cap: float = 2.0  # truncated importance weight for tokens sampled in another precision than training's
     threads: int = 0  # torch threads (0 = torch's default)
     checkpoint_every: int = 0
     max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit); the final eval still runs
@@ -77,6 +79,8 @@ class TrainConfig:
             (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),
             (self.ratio_level in ("token", "sequence"), "ratio_level must be 'token' or 'sequence'"),
             (self.autocast in ("auto", "bf16", "off"), "autocast must be 'auto', 'bf16' or 'off'"),
+            (self.sample_dtype in ("auto", "bf16"), "sample_dtype must be 'auto' or 'bf16'"),
+            (self.tis_cap >= 1, "tis_cap must be at least 1"),
             (self.group_size >= 2, "group_size must be at least 2"),
             (self.prompts_per_step >= 1 and self.steps >= 0 and self.mu >= 1, "prompts_per_step, mu >= 1"),
             (self.max_new_tokens >= 1, "max_new_tokens must be at least 1"),

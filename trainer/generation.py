@@ -22,11 +22,13 @@ from rlvr.trainer.kvcache import cache_kwarg, returned_cache
 
 @dataclass
 class Sampled:
-    """Completions of one prompt: token ids (EOS included when emitted) and whether each hit the limit."""
+    """Completions of one prompt: token ids (EOS included when emitted), whether each hit the limit,
+    and the log-probability the sampler gave each token (under temperature and top-p)."""
 
     prompt_ids: list[int]
     completion_ids: list[list[int]]
     truncated: list[bool]
+    logprobs: list[list[float]]
 
 
 def encode_chats(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
@@ -38,8 +40,8 @@ def encode_chats(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
     return out
 
 
-def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """Sample one token per row from softmax(logits / T), restricted to the top-p nucleus."""
+def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float):
+    """One token per row from softmax(logits / T), restricted to the top-p nucleus, and its log-probability."""
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:
         probs, order = probs.sort(dim=-1, descending=True)
@@ -49,8 +51,10 @@ def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_
         order = None
     cum = probs.cumsum(-1)
     target = uniforms.unsqueeze(-1) * cum[:, -1:]
-    idx = torch.searchsorted(cum, target).clamp_(max=probs.shape[-1] - 1).squeeze(-1)
-    return idx if order is None else order.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+    idx = torch.searchsorted(cum, target).clamp_(max=probs.shape[-1] - 1)
+    logp = (probs.gather(-1, idx) / cum[:, -1:]).log().squeeze(-1)
+    idx = idx.squeeze(-1)
+    return (idx if order is None else order.gather(-1, idx.unsqueeze(-1)).squeeze(-1)), logp
 
 
 @torch.no_grad()
@@ -84,20 +88,23 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
 
     rows = n_prompts * n
     tokens: list[list[int]] = [[] for _ in range(rows)]
+    logps: list[list[float]] = [[] for _ in range(rows)]
     done = [False] * rows
     active = torch.arange(rows)  # original row of each row still in the batch
     eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
     for step in range(max_new_tokens):
         if greedy:
             chosen = logits.argmax(-1)
+            logp = torch.log_softmax(logits.float(), -1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
         else:
             uniforms = torch.empty(rows, dtype=torch.float32)
             for p in range(n_prompts):  # one draw per row from its prompt's generator, finished rows too
                 uniforms[p * n:(p + 1) * n] = torch.rand(n, generator=generators[p])
-            chosen = _pick(logits, uniforms[active].to(device), temperature, top_p)
+            chosen, logp = _pick(logits, uniforms[active].to(device), temperature, top_p)
         finished = torch.isin(chosen, eos) if len(eos) else torch.zeros_like(chosen, dtype=torch.bool)
-        for row, tok in zip(active.tolist(), chosen.tolist()):
+        for row, tok, lp in zip(active.tolist(), chosen.tolist(), logp.tolist()):
             tokens[row].append(tok)
+            logps[row].append(lp)
         for row in active[finished.cpu()].tolist():
             done[row] = True
         if step == max_new_tokens - 1:
@@ -114,7 +121,8 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
         logits = out.logits[:, -1]
         next_pos = next_pos + 1
     return [
-        Sampled(list(prompt_ids[p]), tokens[p * n:(p + 1) * n], [not d for d in done[p * n:(p + 1) * n]])
+        Sampled(list(prompt_ids[p]), tokens[p * n:(p + 1) * n], [not d for d in done[p * n:(p + 1) * n]],
+                logps[p * n:(p + 1) * n])
         for p in range(n_prompts)
     ]
 

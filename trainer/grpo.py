@@ -27,7 +27,7 @@ import yaml
 from rlvr.trainer import checkpoint, distributed
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.logprobs import group_logprobs
-from rlvr.trainer.loss import group_advantages, grpo_loss
+from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
@@ -87,6 +87,9 @@ class GRPOTrainer:
             self.optimizer, lambda s: lr_factor(s, config.warmup_steps * config.mu, total, config.min_lr_ratio))
         self.use_bf16 = config.autocast == "bf16" or (
             config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
+        # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
+        self.sample_bf16 = self.use_bf16 or config.sample_dtype == "bf16"
+        self.correct_sampler = self.sample_bf16 and not self.use_bf16
         self.run_dir = Path(run_dir)
         self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
         self.samples = JsonlLog(self.run_dir / "samples.jsonl")  # one completion per group, to read what it does
@@ -184,9 +187,10 @@ class GRPOTrainer:
             if need == 0:
                 break
             base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
-            new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
-                          group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                          temperature=cfg.temperature, top_p=cfg.top_p)
+            with self._autocast(self.sample_bf16):  # one region: each weight is cast once for the whole loop
+                new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
+                              group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
+                              temperature=cfg.temperature, top_p=cfg.top_p)
             groups += new
             candidates += [g for g in new if not (cfg.skip_zero_variance and self._no_signal(g))]
         self.data_position += cfg.prompts_per_step * (1 + cfg.refill_rounds)
@@ -231,10 +235,16 @@ class GRPOTrainer:
             if not (cfg.mask_truncated and cut):
                 mask[i, :len(c)] = 1.0
         prompt = torch.tensor(group.prompt_ids, dtype=torch.long)
-        return prompt.to(self.device), ids.to(self.device), mask.to(self.device)
+        sampler = None
+        if self.correct_sampler:
+            sampler = torch.zeros_like(mask)
+            for i, lps in enumerate(group.sample_logps):
+                sampler[i, :len(lps)] = torch.tensor(lps)
+            sampler = sampler.to(self.device)
+        return prompt.to(self.device), ids.to(self.device), mask.to(self.device), sampler
 
-    def _autocast(self):
-        if not self.use_bf16:
+    def _autocast(self, enabled: bool | None = None):
+        if not (self.use_bf16 if enabled is None else enabled):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
@@ -249,29 +259,33 @@ class GRPOTrainer:
         batch = [(self._tensors(g), adv.to(self.device)) for g, adv in kept]
         batch = [(t, adv) for t, adv in batch if t[2].sum() > 0]
         n_seqs, n_tokens = distributed.sum_values(
-            [sum(float((m.sum(-1) > 0).sum()) for (_, _, m), _ in batch), sum(float(m.sum()) for (_, _, m), _ in batch)])
+            [sum(float((m.sum(-1) > 0).sum()) for (_, _, m, _), _ in batch),
+             sum(float(m.sum()) for (_, _, m, _), _ in batch)])
         totals = {"clipped": 0.0, "kl": 0.0, "tokens": 0.0, "entropy": 0.0, "entropy_tokens": 0.0,
-                  "grad_norm": 0.0, "updates": 0}
+                  "grad_norm": 0.0, "updates": 0, "sampler_kl": 0.0}
         if n_seqs == 0:
             for _ in range(cfg.mu):
                 self.scheduler.step()
             return totals
         old, ref = [None] * len(batch), [None] * len(batch)
         with torch.no_grad():
-            for i, ((prompt, ids, mask), _) in enumerate(batch):
+            for i, ((prompt, ids, mask, _), _) in enumerate(batch):
                 if cfg.mu > 1:
                     old[i] = self._logprobs(self.model, prompt, ids, mask)[0]
                 if self.ref_model is not None:
                     ref[i] = self._logprobs(self.ref_model, prompt, ids, mask)[0]
         for pass_ in range(cfg.mu):
             self.optimizer.zero_grad(set_to_none=True)
-            for i, ((prompt, ids, mask), adv) in enumerate(batch):
+            for i, ((prompt, ids, mask, sampler), adv) in enumerate(batch):
                 logp, entropy = self._logprobs(self.model, prompt, ids, mask, with_entropy=pass_ == 0)
+                old_logp = old[i] if old[i] is not None else logp.detach()
                 loss, st = grpo_loss(
-                    logp, old[i] if old[i] is not None else logp.detach(), adv, mask,
+                    logp, old_logp, adv, mask,
                     n_seqs=n_seqs, n_tokens=n_tokens, max_tokens=cfg.max_new_tokens, aggregation=cfg.aggregation,
                     epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, ratio_level=cfg.ratio_level,
-                    ref_logp=ref[i], beta=cfg.beta)
+                    ref_logp=ref[i], beta=cfg.beta, sampler_logp=sampler, tis_cap=cfg.tis_cap)
+                if sampler is not None and pass_ == 0:
+                    totals["sampler_kl"] += float((kl_k3(sampler, old_logp) * mask).sum())
                 loss.backward()
                 for key in ("clipped", "kl", "tokens"):
                     totals[key] += st[key]
@@ -299,8 +313,8 @@ class GRPOTrainer:
         rows = distributed.gather_lists(rows)
         sums = distributed.sum_values([
             len(groups), len(kept), stats["clipped"], stats["kl"], stats["tokens"], stats["entropy"],
-            stats["entropy_tokens"], sum(len(c) for g in groups for c in g.completion_ids)])
-        n_groups, n_kept, clipped, kl, tokens, entropy, entropy_tokens, gen_tokens = sums
+            stats["entropy_tokens"], sum(len(c) for g in groups for c in g.completion_ids), stats["sampler_kl"]])
+        n_groups, n_kept, clipped, kl, tokens, entropy, entropy_tokens, gen_tokens, sampler_kl = sums
         rewards = [r[0] for r in rows]
         record = {
             "step": self.step,
@@ -322,6 +336,8 @@ class GRPOTrainer:
             "zero_var_frac": 1.0 - n_kept / n_groups if n_groups else 0.0,
             "groups_trained": int(n_kept),
             "grad_norm": stats["grad_norm"] / stats["updates"] if stats["updates"] else 0.0,
+            # KL(sampler || trained policy) per token when sampling runs in another precision (k3 estimate)
+            "sampler_kl": sampler_kl / entropy_tokens if self.correct_sampler and entropy_tokens else None,
             "env_kwargs": self.env_kwargs,
             "step_s": step_s,
             "gen_s": gen_s,

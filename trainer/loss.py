@@ -18,6 +18,9 @@ Surrogate, with ratio rho = exp(logp - old_logp) per token, or GSPO's per-sequen
 rho_i = exp(mean over the sequence of (logp - old_logp)) given to every token:
     loss_t = -min(rho_t A_t, clip(rho_t, 1 - epsilon_low, 1 + epsilon_high) A_t)
 A larger `epsilon_high` (clip-higher, DAPO) lets unlikely tokens with A > 0 grow faster.
+When tokens were sampled by another numeric version of the policy than the one trained (bf16
+sampling, fp32 training), each token's surrogate is weighted by the truncated importance
+weight min(exp(old_logp_t - sampler_logp_t), tis_cap) (Yao et al., 2025), a constant.
 KL (k3 estimator) to a frozen reference, added as beta * kl_t:
     kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1
 
@@ -94,6 +97,11 @@ def importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Ten
     raise ValueError(f"ratio level must be 'token' or 'sequence', not {level!r}")
 
 
+def truncated_importance_weight(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """min(pi_old / pi_sampler, cap) per token, without gradient: corrects for a sampler that differs numerically."""
+    return torch.exp(old_logp.detach() - sampler_logp).clamp(max=cap)
+
+
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int, n_tokens: int,
               max_tokens: int) -> torch.Tensor:
     """This slice's share of the batch loss; n_seqs / n_tokens are the whole batch's totals."""
@@ -109,7 +117,8 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: in
 
 def grpo_loss(logp, old_logp, advantages, mask, *, n_seqs: int, n_tokens: int, max_tokens: int,
               aggregation: str = "token-mean", epsilon_low: float = 0.2, epsilon_high: float = 0.2,
-              ratio_level: str = "token", ref_logp=None, beta: float = 0.0):
+              ratio_level: str = "token", ref_logp=None, beta: float = 0.0, sampler_logp=None,
+              tis_cap: float = 2.0):
     """(loss, stats) for a slice of the batch. `advantages` is per sequence (S,) or per token (S x L).
 
     stats (detached, summed over the slice's real tokens): clipped tokens, KL sum, token count.
@@ -118,6 +127,8 @@ def grpo_loss(logp, old_logp, advantages, mask, *, n_seqs: int, n_tokens: int, m
     ratio = importance_ratio(logp, old_logp, mask, ratio_level)
     clipped_ratio = ratio.clamp(1 - epsilon_low, 1 + epsilon_high)
     per_token = -torch.minimum(ratio * adv, clipped_ratio * adv)
+    if sampler_logp is not None:
+        per_token = per_token * truncated_importance_weight(old_logp, sampler_logp, tis_cap)
     kl = None
     if beta != 0.0:
         if ref_logp is None:

@@ -28,6 +28,7 @@ class Group:
     texts: list[str]
     rewards: list[float]
     infos: list[dict] = field(default_factory=list)
+    sample_logps: list[list[float]] = field(default_factory=list)  # the sampler's log-prob of each token
 
     @property
     def correct(self) -> list[bool]:
@@ -77,7 +78,7 @@ def rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, grou
     scored = score(envs, texts)
     return [
         Group(index, s.prompt_ids, s.completion_ids, s.truncated, t,
-              [float(r) for r, _ in results], [info for _, info in results])
+              [float(r) for r, _ in results], [info for _, info in results], s.logprobs)
         for index, s, t, results in zip(indices, sampled, texts, scored)
     ]
 
