@@ -106,6 +106,7 @@ def run_rlvr_worker(args) -> dict:
         "zero_var_frac": [r["zero_var_frac"] for r in records],
         "gen_tokens_per_step": [round(r["tokens_per_s"] * r["step_s"]) for r in records],
         "mean_reward_per_step": [round(r["reward_mean"], 3) for r in records],
+        "sampler_kl": [r["sampler_kl"] for r in records],
     }
     print("RESULT_JSON " + json.dumps(res))
     return res
