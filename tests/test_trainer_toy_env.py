@@ -3,10 +3,14 @@
 The reward is the share of a completion's characters that are lowercase ASCII letters: a
 random model scores about half, with spread inside every group, and a policy raises it by
 shifting probability towards word-like tokens, which a 2-layer model learns in a few steps.
+With `steps=True` each whitespace-separated chunk is also a step, rewarded by its own share
+(`info["step_rewards"]`, for process supervision).
 `gymnasium.make("test_trainer_toy_env:Letters-v0")` imports this module and registers the id.
 """
 
 from __future__ import annotations
+
+import re
 
 import gymnasium as gym
 import pytest
@@ -22,8 +26,8 @@ def letter_share(text: str) -> float:
 class Letters(gym.Env):
     metadata: dict = {"render_modes": []}
 
-    def __init__(self, words: int = 3):
-        self.words = words
+    def __init__(self, words: int = 3, steps: bool = False):
+        self.words, self.steps = words, steps
         self._task = None
         self.observation_space, self.action_space = Messages(), AnyText()
 
@@ -38,7 +42,10 @@ class Letters(gym.Env):
     def _score(self, completion: str) -> tuple[float, dict]:
         value = letter_share(completion)
         score = Score(value, None if value == 1.0 else "wrong", components={"letters": value})
-        return value, {"score": score.to_dict(), "correct": value >= 0.9}
+        info = {"score": score.to_dict(), "correct": value >= 0.9}
+        if self.steps:
+            info["step_rewards"] = [[m.end(), letter_share(m.group())] for m in re.finditer(r"\S+", completion)]
+        return value, info
 
     def step(self, action):
         reward, info = self._score(action)
@@ -61,3 +68,10 @@ def test_toy_env_follows_the_env_contract():
     _, reward, terminated, _, step_info = env.step("ab!!")
     assert terminated and reward == pytest.approx(0.5) and step_info["correct"] is False
     assert [r for r, _ in env.unwrapped.score_group(["abc", "A1"])] == [1.0, 0.0]
+
+
+def test_steps_are_the_chunks_of_a_completion():
+    env = gym.make("test_trainer_toy_env:Letters-v0", steps=True)
+    env.reset(seed=0)
+    (_, info), = env.unwrapped.score_group(["ab c1  x"])
+    assert info["step_rewards"] == [[2, 1.0], [5, 0.5], [8, 1.0]]

@@ -36,7 +36,8 @@ class TrainConfig:
     top_p: float = 1.0
     mask_truncated: bool = False  # truncated completions take no part in the loss
     # objective (see loss.py)
-    advantage: str = "grpo"  # "grpo" or "rft" (Online RFT: advantage 1 if correct, else 0)
+    # "grpo", "rft" (Online RFT: advantage 1 if correct, else 0) or "process" (per-step rewards, trainer/steps.py)
+    advantage: str = "grpo"
     scale_rewards: str = "group"
     std: str = "sample"
     aggregation: str = "token-mean"
@@ -73,7 +74,7 @@ class TrainConfig:
 
     def __post_init__(self):
         checks = [
-            (self.advantage in ("grpo", "rft"), "advantage must be 'grpo' or 'rft'"),
+            (self.advantage in ("grpo", "rft", "process"), "advantage must be 'grpo', 'rft' or 'process'"),
             (self.scale_rewards in SCALES, f"scale_rewards must be one of {SCALES}"),
             (self.std in ("sample", "population"), "std must be 'sample' or 'population'"),
             (self.aggregation in AGGREGATIONS, f"aggregation must be one of {AGGREGATIONS}"),

@@ -31,6 +31,7 @@ from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
+from rlvr.trainer.steps import group_token_advantages, step_rewards
 
 EPS = 1e-4
 
@@ -200,12 +201,17 @@ class GRPOTrainer:
     def _no_signal(self, group: Group) -> bool:
         if self.config.advantage == "rft":
             return not any(group.correct)
+        if self.config.advantage == "process":
+            flat = [r for rewards in step_rewards(group.infos) for r in rewards]
+            return not flat or max(flat) == min(flat)
         return max(group.rewards) == min(group.rewards)
 
     def _advantages(self, kept: list[Group], everything: list[Group]) -> list[torch.Tensor]:
         cfg = self.config
         if cfg.advantage == "rft":
             return [torch.tensor([float(c) for c in g.correct]) for g in kept]
+        if cfg.advantage == "process":
+            return [group_token_advantages(self.tokenizer, g.completion_ids, g.infos, cfg.std, EPS) for g in kept]
         batch_std = None
         if cfg.scale_rewards == "batch":  # the std of every reward of the batch; every rank takes part
             flat = [r for g in everything for r in g.rewards]
