@@ -123,7 +123,8 @@ def _run(cmd: list[str]) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps per trainer (the first is warm-up)")
+    p.add_argument("--steps", type=int, default=8,
+                   help="optimizer steps per trainer (the first is warm-up); fewer make a noisy median")
     p.add_argument("--only", help="run only the configurations whose name contains this")
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads for both trainers (0 = torch's default); 1 resists a crowded machine better")

@@ -100,9 +100,9 @@ def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.T
 def _embed(model, ids: torch.Tensor) -> torch.Tensor:
     """Input embeddings of `ids` whose gradient is sparse (only the rows of the tokens used).
 
-    A dense embedding gradient is a vocabulary x hidden matrix per call (113 MB for SmolLM2),
-    and with tied weights it waits beside the output projection's gradient until the end of
-    the backward pass. The module's own forward still runs (some models scale embeddings).
+    A dense embedding gradient is a whole vocabulary x hidden matrix (113 MB for SmolLM2), built
+    and then added into `.grad`, for the few dozen rows a group uses. The module's own forward
+    still runs (some models scale embeddings).
     """
     embedding = model.get_input_embeddings()
     if not isinstance(embedding, torch.nn.Embedding) or embedding.sparse:
@@ -173,8 +173,11 @@ def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor
         segments.append(seg)
         positions.append(pos)
     width = max(map(len, tokens))
-    pad = lambda rows_, value: torch.tensor([x + [value] * (width - len(x)) for x in rows_], device=device)  # noqa: E731
-    ids, seg, pos = pad(tokens, 0), pad(segments, -1), pad(positions, 0)
+
+    def padded(lists, value):  # rows right-padded to the widest; padding is segment -1, seen by no completion
+        return torch.tensor([x + [value] * (width - len(x)) for x in lists], device=device)
+
+    ids, seg, pos = padded(tokens, 0), padded(segments, -1), padded(positions, 0)
     causal = torch.ones((width, width), dtype=torch.bool, device=device).tril()
     same = (seg.unsqueeze(2) == seg.unsqueeze(1)) | (seg == 0).unsqueeze(1)
     allowed = (causal & same).unsqueeze(1)
