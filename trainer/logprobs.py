@@ -27,6 +27,8 @@ class _ProjectedLogprob(torch.autograd.Function):
     forward's autocast state). The weight's gradient is added in place into `weight.grad`
     rather than returned: a returned one is a fresh vocabulary x hidden matrix, and with tied
     embeddings autograd holds it until the embedding's gradient arrives at the end of the pass.
+    The weight is held by reference, not saved for backward, so it must not change in between
+    (the trainer steps the optimizer only after every backward of the batch).
     """
 
     @staticmethod
