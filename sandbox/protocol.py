@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import ast
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crash", "error")
+# CPython 3.11's ast.parse is not safe in concurrent threads: CI once saw "SystemError: AST
+# constructor recursion depth mismatch" when the pool's threads checked their jobs at once.
+_PARSE_LOCK = threading.Lock()
 COMPARE_MODES = ("exact", "float")
 
 
@@ -87,7 +91,8 @@ class Job:
                              *(("test_list", t) for t in self.test_list or [])]:
             if source:
                 try:
-                    ast.parse(source)
+                    with _PARSE_LOCK:
+                        ast.parse(source)
                 except SyntaxError as exc:
                     raise ValueError(f"{name} is not valid Python: {exc.msg} (line {exc.lineno})") from None
         wire = {k: v for k, v in self.__dict__.items() if v is not None}
