@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STATUSES = ("passed", "failed", "timeout", "memory", "crash", "error")
-# CPython 3.11's ast.parse is not safe in concurrent threads: CI once saw "SystemError: AST
-# constructor recursion depth mismatch" when the pool's threads checked their jobs at once.
+# CPython 3.11's ast.parse can fail in concurrent threads with "SystemError: AST constructor
+# recursion depth mismatch" (CPython gh-106905); CI hit it once when the pool's threads checked jobs.
 _PARSE_LOCK = threading.Lock()
 COMPARE_MODES = ("exact", "float")
 
