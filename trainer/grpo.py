@@ -26,7 +26,7 @@ import yaml
 
 from rlvr.trainer import checkpoint, distributed
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.logprobs import group_logprobs
+from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
@@ -51,13 +51,6 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, fused=True, **kwargs)
     except (RuntimeError, TypeError):
         return torch.optim.AdamW(params, foreach=False, **kwargs)
-
-
-def densify_gradients(params) -> None:
-    """Sparse embedding gradients (see logprobs._embed) made dense for clipping and AdamW."""
-    for p in params:
-        if p.grad is not None and p.grad.is_sparse:
-            p.grad = p.grad.to_dense()
 
 
 class GRPOTrainer:

@@ -116,6 +116,13 @@ def _embed(model, ids: torch.Tensor) -> torch.Tensor:
         embedding.sparse = False
 
 
+def densify_gradients(params) -> None:
+    """The sparse gradients `_embed` leaves, made dense (once per step) for clipping and AdamW."""
+    for p in params:
+        if p.grad is not None and p.grad.is_sparse:
+            p.grad = p.grad.to_dense()
+
+
 def _pack(prompt_len: int, lengths: list[int], row_tokens: int) -> list[list[int]]:
     """Completions (by index) placed in rows of at most `row_tokens` tokens, each row led by the prompt.
 
