@@ -103,6 +103,26 @@ def _make_writable(top):
         os.chmod(top, 0o700)
 
 
+# The container's memory cgroup: cgroup v2 counts OOM kills in memory.events, v1 (kernel 4.13+)
+# in memory.oom_control. Both say `oom_kill N`; docker mounts the container's own cgroup here.
+OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
+
+
+def oom_kills():
+    """How many processes the kernel's OOM killer has killed in this container, or None if unknown."""
+    for path in OOM_COUNTERS:
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
 def sysv_ipc_objects():
     count = 0
     for kind in ("shm", "sem", "msg"):

@@ -16,6 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build = sub.add_parser("build", help="build the sandbox image (offline via debootstrap if no registry)")
     build.add_argument("--offline", action="store_true", help="skip the registry and debootstrap at once")
     build.add_argument("--tag", default=None, help="image tag (default: rlvr-sandbox:<hash of the harness>)")
+    build.add_argument("--languages", action="store_true",
+                       help="build the image with every language's toolchain (C, C++, Java, JavaScript, Go, Rust)")
     check = sub.add_parser("check", help="check that the engine and the image work")
     check.add_argument("--image", default=None, help="image to check (default: the current tag)")
     check.add_argument("--json", action="store_true", help="print the findings as JSON")
@@ -35,12 +37,12 @@ def _build(args) -> int:
     except Exception as exc:
         print(f"rlvr sandbox build: no Docker engine answers: {exc}")
         return 1
-    tag = args.tag or image_tag()
+    tag = args.tag or image_tag(args.languages)
     if image_exists(client, tag):
         print(f"{tag} already exists")
         return 0
     try:
-        build_image(client, tag, offline=True if args.offline else None)
+        build_image(client, tag, offline=True if args.offline else None, languages=args.languages)
     except ImageError as exc:
         print(f"rlvr sandbox build: {exc}")
         return 1

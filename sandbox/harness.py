@@ -105,6 +105,8 @@ def run_job(job, isolated):
             os._exit(0)
     os.close(write_fd)
     budget = cfg.timeout * max(1, len(job.get("io_tests") or [])) + 5.0
+    if cfg.language != "python":
+        budget += cfg.compile_timeout
     result = _collect(read_fd, judge_pid, cfg, started + budget)
     tainted = (result.get("status") in ("timeout", "memory", "crash", "error")
                or result.get("output_exceeded") or result.get("leftover_processes"))

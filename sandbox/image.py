@@ -6,6 +6,12 @@ Dockerfile builds `FROM python:3.11-slim`. Without one (CI machines, air-gapped 
 same Dockerfile builds on a base made here: `debootstrap` a minimal Debian bookworm with the
 full `python3` package (not `python3-minimal`, which lacks json and unittest) from the
 mirror apt already uses, then `docker import` it.
+
+Two images, so that Python-only users never pay for compilers: `rlvr-sandbox` (Python, about
+200 MB) and `rlvr-sandbox-langs` (the same harness on a base that also holds the C, C++,
+Java, JavaScript, Go and Rust toolchains of `LANGUAGE_PACKAGES`, always built offline). The
+pool starts workers of the second only when a job in another language arrives. debootstrap
+keeps the downloaded .debs in `deb_cache_dir()`, so a rebuild downloads nothing.
 """
 
 from __future__ import annotations
@@ -21,10 +27,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CONTEXT_FILES = ("Dockerfile", "harness.py", "judge.py", "values.py", "cleanup.py", "zygote.py", "runner.py")
+CONTEXT_FILES = ("Dockerfile", "harness.py", "judge.py", "values.py", "cleanup.py", "zygote.py", "runner.py",
+                 "languages.py")
 REPOSITORY = "rlvr-sandbox"
+LANGUAGE_REPOSITORY = "rlvr-sandbox-langs"
 ONLINE_BASE = ("python", "3.11-slim")
 OFFLINE_BASE = "rlvr-sandbox-base:bookworm"
+LANGUAGE_BASE = "rlvr-sandbox-base-langs:bookworm"
+PYTHON_PACKAGES = ("python3",)
+# Debian bookworm: gcc/g++ 12.2, OpenJDK 17, Node.js 18, Go 1.19, rustc 1.63 (see languages.py).
+LANGUAGE_PACKAGES = ("python3", "gcc", "g++", "libc6-dev", "openjdk-17-jdk-headless", "nodejs", "golang-go",
+                     "rustc")
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -33,12 +46,21 @@ class ImageError(RuntimeError):
     """The image could not be built; the message says what to do."""
 
 
-def image_tag() -> str:
-    """`rlvr-sandbox:<hash of the build context>`."""
+def image_tag(languages: bool = False) -> str:
+    """`rlvr-sandbox:<hash of the build context>`, or `rlvr-sandbox-langs:<hash>` for the image
+    with every language's toolchain."""
     digest = hashlib.sha256()
     for name in CONTEXT_FILES:
         digest.update(name.encode() + b"\0" + (HERE / name).read_bytes())
+    if languages:
+        digest.update(" ".join(LANGUAGE_PACKAGES).encode())
+        return f"{LANGUAGE_REPOSITORY}:{digest.hexdigest()[:12]}"
     return f"{REPOSITORY}:{digest.hexdigest()[:12]}"
+
+
+def deb_cache_dir() -> Path:
+    """Where debootstrap keeps downloaded packages between builds (`$RLVR_DEB_CACHE`)."""
+    return Path(os.environ.get("RLVR_DEB_CACHE") or Path.home() / ".cache" / "rlvr" / "debs")
 
 
 def docker_client(timeout: int = 120):
@@ -61,15 +83,18 @@ def image_exists(client, tag: str) -> bool:
 
 
 def build_image(client=None, tag: str | None = None, offline: bool | None = None,
-                log: Callable[[str], None] = print) -> str:
+                log: Callable[[str], None] = print, languages: bool = False) -> str:
     """Build the sandbox image unless it exists; returns its tag.
 
     `offline=None` tries the registry first and falls back to debootstrap when it fails.
+    `languages=True` builds the image with every language's toolchain (always offline).
     """
     client = client or docker_client(timeout=600)
-    tag = tag or image_tag()
+    tag = tag or image_tag(languages)
     if image_exists(client, tag):
         return tag
+    if languages:
+        offline = True
     if offline is None:
         offline = not _registry_base_available(client, log)
     with tempfile.TemporaryDirectory(prefix="rlvr-image-") as context:
@@ -77,8 +102,8 @@ def build_image(client=None, tag: str | None = None, offline: bool | None = None
             shutil.copy(HERE / name, Path(context) / name)
         buildargs = {}
         if offline:
-            ensure_offline_base(client, log)
-            buildargs["BASE"] = OFFLINE_BASE
+            buildargs["BASE"] = (ensure_offline_base(client, log, LANGUAGE_PACKAGES, LANGUAGE_BASE) if languages
+                                 else ensure_offline_base(client, log))
         log(f"building {tag} from {'the debootstrapped base' if offline else 'python:3.11-slim'}")
         import docker
 
@@ -105,10 +130,11 @@ def _registry_base_available(client, log) -> bool:
         return False
 
 
-def ensure_offline_base(client, log: Callable[[str], None] = print) -> str:
-    """Import a debootstrapped Debian with python3 as `rlvr-sandbox-base:bookworm` (once)."""
-    if image_exists(client, OFFLINE_BASE):
-        return OFFLINE_BASE
+def ensure_offline_base(client, log: Callable[[str], None] = print, packages=PYTHON_PACKAGES,
+                        name: str = OFFLINE_BASE) -> str:
+    """Import a debootstrapped Debian with `packages` as `name` (once)."""
+    if image_exists(client, name):
+        return name
     debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap"
                                                  if os.path.exists("/usr/sbin/debootstrap") else None)
     if debootstrap is None:
@@ -116,11 +142,14 @@ def ensure_offline_base(client, log: Callable[[str], None] = print) -> str:
     if os.geteuid() != 0:
         raise ImageError("building the image offline runs debootstrap, which needs root")
     mirror = debian_mirror()
+    cache = deb_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rlvr-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        log(f"debootstrap {SUITE} with python3 from {mirror} (a few minutes)")
+        log(f"debootstrap {SUITE} with {', '.join(packages)} from {mirror} (a few minutes; .debs cached in {cache})")
         proc = subprocess.run(
-            [debootstrap, "--variant=minbase", "--include=python3", SUITE, str(root), mirror],
+            [debootstrap, "--variant=minbase", f"--cache-dir={cache}", f"--include={','.join(packages)}",
+             SUITE, str(root), mirror],
             capture_output=True, text=True,
         )
         if proc.returncode != 0:
@@ -130,12 +159,12 @@ def ensure_offline_base(client, log: Callable[[str], None] = print) -> str:
         archive = Path(tmp) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:
             tar.add(root, arcname=".")
-        log(f"importing the root file system as {OFFLINE_BASE}")
-        repository, tag = OFFLINE_BASE.split(":")
+        log(f"importing the root file system as {name}")
+        repository, tag = name.split(":")
         client.api.import_image_from_file(str(archive), repository=repository, tag=tag)
-    if not image_exists(client, OFFLINE_BASE):
-        raise ImageError(f"docker import did not produce {OFFLINE_BASE}")
-    return OFFLINE_BASE
+    if not image_exists(client, name):
+        raise ImageError(f"docker import did not produce {name}")
+    return name
 
 
 def debian_mirror() -> str:

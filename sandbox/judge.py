@@ -17,12 +17,14 @@ import pwd
 import resource
 import select
 import signal
+import sys
 import time
 
 if __package__:  # imported as part of rlvr.sandbox
-    from . import cleanup, values
+    from . import cleanup, languages, values
 else:  # run from the image, next to harness.py
     import cleanup
+    import languages
     import values
 
 JOB_USER = "sandbox"
@@ -30,6 +32,7 @@ JOB_UID_DEFAULT = 10001
 CAPTURE_BYTES = 64 * 1024  # stdout/stderr kept in the result
 TRUNCATED = "\n[... output truncated by rlvr sandbox ...]\n"
 MAX_MESSAGE = 16 * 1024 * 1024  # one runner reply
+COMPILE_MESSAGE = 4000  # characters of a compiler's complaint kept in the result
 # Standard modules a test may use without importing them (MBPP tests lean on the solution's imports).
 SAFE_MODULES = frozenset({
     "math", "cmath", "re", "collections", "itertools", "functools", "heapq", "bisect", "operator",
@@ -55,6 +58,10 @@ class Config:
         self.output_limit = int(job.get("output_limit", 4 * 1024 * 1024))
         self.file_mb = int(job.get("file_mb", 16))
         self.nproc = int(job.get("nproc", 64))
+        self.language = languages.canonical(job.get("language", "python"))
+        if self.language is None:
+            raise ValueError(f"unknown language {job.get('language')!r}")
+        self.compile_timeout = float(job.get("compile_timeout", 30.0))
         self.scratch = job.get("_scratch") or "/tmp/w"
         self.zygote = job.get("_zygote")
         self.server_pid = job.get("_server_pid")
@@ -76,8 +83,11 @@ class Runner:
     itself exits or the deadline passes, never on EOF.
     """
 
-    def __init__(self, cfg, mode, program, stdin_data=b""):
+    def __init__(self, cfg, mode, program, stdin_data=b"", address_limit=True, cpu_seconds=None):
         self.cfg = cfg
+        self.address_limit = address_limit
+        self.cpu_seconds = cfg.timeout if cpu_seconds is None else cpu_seconds
+        self.oom_before = cleanup.oom_kills() if cfg.uid is not None else None
         self.killed_by_us = False
         self.output_exceeded = False
         self.exit_status = None
@@ -116,11 +126,12 @@ class Runner:
     def _limits(self):
         mb = 1024 * 1024
         limits = [
-            (resource.RLIMIT_AS, self.cfg.memory_mb * mb),
-            (resource.RLIMIT_CPU, int(self.cfg.timeout) + 2),
+            (resource.RLIMIT_CPU, int(self.cpu_seconds) + 2),
             (resource.RLIMIT_FSIZE, self.cfg.file_mb * mb),
             (resource.RLIMIT_CORE, 0),
         ]
+        if self.address_limit:  # otherwise the container's memory cgroup is the cap (languages.py)
+            limits.append((resource.RLIMIT_AS, self.cfg.memory_mb * mb))
         if self.cfg.uid is None and os.geteuid() != 0:
             # Local: RLIMIT_NPROC counts every process of the user, so allow what exists already.
             # Isolated jobs rely on the container's pids limit instead: the job uid is shared by
@@ -150,6 +161,12 @@ class Runner:
             if self.exit_status is not None:
                 raise RemoteError(f"the program ended ({self.describe_exit()})")
             self._step(deadline)
+
+    def hang_up(self):
+        """Close the request pipe: the runner sees end of input and returns, as at a script's end."""
+        if self._req_w in self._pending and not self._pending[self._req_w]:
+            del self._pending[self._req_w]
+            os.close(self._req_w)
 
     def wait_exit(self, deadline):
         while self.exit_status is None:
@@ -280,9 +297,24 @@ class Runner:
             return f"killed by {signal.Signals(sig).name}" if sig in signal.Signals._value2member_map_ else f"signal {sig}"
         return f"exit status {self.exit_status}"
 
+    def oom_killed(self):
+        """Whether the kernel's OOM killer struck in the container while this ran: the memory
+        cgroup's counter rose. Unknown (local backend) counts as no."""
+        if self.oom_before is None:
+            return False
+        after = cleanup.oom_kills()
+        return after is not None and after > self.oom_before
+
     def out_of_memory(self):
-        """Killed by the kernel's OOM killer (a SIGKILL we did not send)."""
-        return self.signal() == signal.SIGKILL and not self.killed_by_us
+        return self.oom_killed()
+
+    def foreign_kill(self):
+        """Why a SIGKILL that the judge did not send came, in words (None if there was none)."""
+        if self.signal() != signal.SIGKILL or self.killed_by_us:
+            return None
+        if self.oom_killed():
+            return "killed by the kernel's OOM killer (memory cgroup limit)"
+        return "killed by SIGKILL, not sent by the judge, with no OOM kill recorded"
 
 
 class Remote(values.Ref):
@@ -301,7 +333,7 @@ class Remote(values.Ref):
         runner.call_id += 1
         call_id = runner.call_id
         runner.send({"id": call_id, "fn": self.name, "args": values.encode(list(args)),
-                     "kwargs": values.encode(dict(kwargs))})
+                     "kwargs": values.encode(dict(kwargs)), "rl": sys.getrecursionlimit()})
         while True:
             reply = runner.read_message(self._deadline)
             if type(reply) is dict and reply.get("id") == call_id:
@@ -420,7 +452,7 @@ def judge_asserts(job, cfg):
         trees = [ast.parse(s) for s in statements]
         verdicts = _Verdicts(s[:300] for s in statements)
     result = {"tests": None}
-    timed_out = False
+    timed_out, ended_early = False, None
     try:
         hello = runner.read_message(deadline)
         if not (type(hello) is dict and hello.get("loaded") is True):
@@ -454,12 +486,23 @@ def judge_asserts(job, cfg):
             for i, tree in enumerate(trees):
                 verdicts.check(i, lambda t=tree: _run_statement(t, namespace))
             result["tests"] = verdicts.tests(True)
+        ended_early = runner.exit_status is not None and not runner.killed_by_us
+        # The tests are done; like a real run, the program must now end (its non-daemon
+        # threads, atexit handlers and child processes included) before the deadline.
+        runner.hang_up()
+        runner.wait_exit(deadline)
+        if _await_strays(cfg, runner, deadline):
+            raise JobTimeout()
     except JobTimeout:
         timed_out = True
+        if result["tests"] is not None:
+            for t in result["tests"]:
+                t.update(passed=False, error="the program did not end before the time limit")
     except RemoteError as exc:
         errors.append(str(exc))
     finally:
-        ended_early = runner.exit_status is not None and not runner.killed_by_us
+        if ended_early is None:
+            ended_early = runner.exit_status is not None and not runner.killed_by_us
         leftovers = cleanup.stray_processes(cfg, runner)
         runner.close()
     if result["tests"] is None:
@@ -478,48 +521,124 @@ def _run_statement(tree, namespace):
 
 
 def judge_io(job, cfg):
+    """Stdin/stdout tests: the program runs once per case; a case passes only if the program
+    exits with status 0, in time, within its limits, and prints the expected output."""
     cases = job.get("io_tests") or []
-    compare = job.get("compare", "exact")
-    tolerance = float(job.get("float_tolerance", 1e-6))
     code = (job.get("prefix") or "") + (job.get("code") or "")
-    tests, errors, timed_out, last, leftovers = [], [], False, None, 0
+    tests, errors, timed_out, last, leftovers, memory = [], [], False, None, 0, False
+    if cfg.language == "python":
+        def start(stdin):
+            return Runner(cfg, "script", {"code": code}, stdin_data=stdin)
+    else:
+        source, compile_argv, run_argv, env = languages.plan(cfg.language, code, cfg.memory_mb, cfg.scratch)
+        failure = _compile(cfg, source, code, compile_argv, env, len(cases))
+        if failure is not None:
+            return failure
+
+        def start(stdin):
+            return Runner(cfg, "exec", {"argv": run_argv, "env": env}, stdin_data=stdin, address_limit=False)
     for i, case in enumerate(cases):
         name = f"case {i}"
         if timed_out:
             tests.append({"name": name, "passed": False, "error": "not run after a timeout"})
             continue
-        stdin = str(case.get("input", "")).encode("utf-8")
-        runner = Runner(cfg, "script", {"code": code}, stdin_data=stdin)
+        runner = start(str(case.get("input", "")).encode("utf-8"))
         runner.keep_all_stdout = True
         last = runner
+        deadline = time.monotonic() + cfg.timeout
         try:
-            runner.wait_exit(time.monotonic() + cfg.timeout)
+            runner.wait_exit(deadline)
+            if _await_strays(cfg, runner, deadline):  # a real run ends when its last process does
+                raise JobTimeout()
         except JobTimeout:
             timed_out = True
         finally:
             leftovers += cleanup.stray_processes(cfg, runner)
             runner.close()
             cleanup.kill_job_processes(cfg, None)
+        case_errors = []
         with contextlib.suppress(ValueError, RemoteError):
             while runner._resp:
                 message = runner.read_message(time.monotonic())
                 if type(message) is dict and message.get("error"):
-                    errors.append(str(message["error"])[:500])
-        got, clipped = runner.raw_stdout()
-        if timed_out:
-            verdict = "timeout"
-        elif runner.output_exceeded or clipped:
-            verdict = "output limit exceeded"
-        else:
-            verdict = compare_output(got, str(case.get("output", "")), compare, tolerance)
+                    case_errors.append(str(message["error"])[:500])
+        errors += case_errors
+        verdict = _case_verdict(cfg, runner, case, case_errors, timed_out, job)
+        memory = memory or verdict == "memory limit exceeded"
+        got, _ = runner.raw_stdout()
         tests.append({"name": name, "passed": verdict is None, "error": verdict,
                       "got": got[:200].decode("utf-8", "replace")})
-        if runner.out_of_memory() or runner.output_exceeded:
+        if memory or runner.output_exceeded:
             break
     for j in range(len(tests), len(cases)):
         tests.append({"name": f"case {j}", "passed": False, "error": "not run"})
     crashed = last is not None and last.signal() is not None and not last.killed_by_us
-    return _finish({"tests": tests, "leftover_processes": leftovers}, last, timed_out, errors, crashed)
+    return _finish({"tests": tests, "leftover_processes": leftovers, "language": cfg.language}, last,
+                   timed_out, errors, crashed, memory=memory)
+
+
+def _case_verdict(cfg, runner, case, case_errors, timed_out, job):
+    """Why one stdin/stdout case failed, or None if it passed. Decided here, never by the program."""
+    got, clipped = runner.raw_stdout()
+    if timed_out:
+        return "timeout"
+    if runner.output_exceeded or clipped:
+        return "output limit exceeded"
+    markers = languages.LANGUAGES[cfg.language]["oom_markers"]
+    stderr = runner.output("stderr")
+    if (runner.oom_killed() or any(e.startswith("MemoryError") for e in case_errors)
+            or (runner.exit_status != 0 and any(m in stderr for m in markers))):
+        return "memory limit exceeded"
+    if runner.exit_status != 0:
+        reason = runner.foreign_kill() or (case_errors[-1] if case_errors else _last_line(stderr))
+        return f"runtime error ({runner.describe_exit()})" + (f": {reason}" if reason else "")
+    return compare_output(got, str(case.get("output", "")), job.get("compare", "exact"),
+                          float(job.get("float_tolerance", 1e-6)))
+
+
+def _last_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip() and "truncated by rlvr" not in line]
+    return lines[-1][:300] if lines else ""
+
+
+def _await_strays(cfg, runner, deadline):
+    """Wait for processes the program left running to end; how many remain at the deadline."""
+    while True:
+        strays = cleanup.stray_processes(cfg, runner)
+        if not strays or time.monotonic() >= deadline:
+            return strays
+        time.sleep(0.01)
+
+
+def _compile(cfg, source, code, argv, env, n_cases):
+    """Compile once per job, as the job user under the compile limits. None when it worked,
+    else the job's `compile_error` result with the compiler's message, truncated."""
+    runner = Runner(cfg, "exec", {"files": {source: code}, "argv": argv, "env": env},
+                    address_limit=False, cpu_seconds=cfg.compile_timeout)
+    problem = None
+    try:
+        runner.wait_exit(time.monotonic() + cfg.compile_timeout)
+    except JobTimeout:
+        problem = f"compilation took longer than {cfg.compile_timeout:g} s"
+    finally:
+        runner.close()
+        cleanup.kill_job_processes(cfg, None)
+    if problem is None and runner.oom_killed():
+        problem = "the compiler ran out of memory"
+    elif problem is None and runner.output_exceeded:
+        problem = "the compiler's output exceeded the output limit"
+    elif problem is None and runner.exit_status != 0:
+        message = (runner.output("stderr") + runner.output("stdout")).strip()
+        problem = message or f"the compiler failed ({runner.describe_exit()})"
+    if problem is None:
+        return None
+    if len(problem) > COMPILE_MESSAGE:
+        problem = problem[:COMPILE_MESSAGE] + TRUNCATED.rstrip()
+    tests = [{"name": f"case {i}", "passed": False, "error": "not run: compile error"} for i in range(n_cases)]
+    result = _finish({"tests": tests, "leftover_processes": 0, "language": cfg.language}, runner, False,
+                     [f"CompileError: {problem}"], False, status="compile_error")
+    result["error"] = f"compile error: {problem}"
+    return result
 
 
 def normalise(text):
@@ -555,11 +674,14 @@ def compare_output(got, expected, mode="exact", tolerance=1e-6):
     return None
 
 
-def _finish(result, runner, timed_out, errors, crashed):
+def _finish(result, runner, timed_out, errors, crashed, memory=None, status=None):
     tests = result["tests"]
     passed = sum(1 for t in tests if t["passed"])
-    memory = any(e.startswith("MemoryError") for e in errors) or (runner is not None and runner.out_of_memory())
-    if timed_out:
+    if memory is None:
+        memory = any(e.startswith("MemoryError") for e in errors) or (runner is not None and runner.out_of_memory())
+    if status is not None:
+        pass
+    elif timed_out:
         status = "timeout"
     elif memory:
         status = "memory"
@@ -569,6 +691,8 @@ def _finish(result, runner, timed_out, errors, crashed):
         status = "crash"
     else:
         status = "failed"
+    if runner is not None and status == "crash" and runner.foreign_kill():
+        errors = [*errors[:4], runner.foreign_kill()]
     result.update({
         "status": status,
         "passed": passed,

@@ -9,6 +9,10 @@ reported as `error` only when they persist, and never scored as a wrong answer.
 
 `get_pool(...)` keeps one pool per configuration and process, so verifiers can stay
 small picklable objects; pools close their workers at interpreter exit.
+
+Jobs in a language other than Python go to a second pool of the same size and limits on
+the image with every toolchain (`image.image_tag(languages=True)`), started (and built if
+missing) only when the first such job arrives, so Python-only users never pay for it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from rlvr.sandbox import languages
 from rlvr.sandbox.docker_backend import DockerWorker, WorkerError, remove_stale_containers
 from rlvr.sandbox.local_backend import LocalWorker
 from rlvr.sandbox.protocol import Job, Limits, Result
@@ -51,6 +56,9 @@ class SandboxPool:
             raise ValueError("a sandbox pool needs at least one worker")
         self.limits = limits or Limits()
         self._client = None
+        self._build = build
+        self._language_pool: SandboxPool | None = None
+        self._language_problem: str | None = None
         self.image = image
         if backend == "docker":
             self._client, self.image = _docker_setup(image, build)
@@ -132,6 +140,11 @@ class SandboxPool:
     def run(self, job: Job) -> Result:
         """Judge one job (blocking). Bad jobs raise ValueError/TypeError; infrastructure gives `error`."""
         wire = job.to_wire(self.limits)
+        if wire["language"] != "python" and not self.serves_all_languages():
+            pool = self.language_pool()
+            if pool is None:
+                return Result.infrastructure_error(str(self._language_problem), self.backend)
+            return pool.run(job)
         last_error = "no sandbox worker available"
         for _ in range(2):
             worker = self._acquire(timeout=120.0)
@@ -155,6 +168,25 @@ class SandboxPool:
             return result
         return Result.infrastructure_error(last_error, self.backend)
 
+    def serves_all_languages(self) -> bool:
+        """Local workers use the host's toolchains; a Docker image either has them all or only Python."""
+        from rlvr.sandbox.image import LANGUAGE_REPOSITORY
+
+        return self.backend == "local" or str(self.image).startswith(LANGUAGE_REPOSITORY + ":")
+
+    def language_pool(self) -> SandboxPool | None:
+        """The companion pool on the image with every toolchain (started on first use)."""
+        with self._lock:
+            if self._language_pool is None and self._language_problem is None and not self._closed:
+                from rlvr.sandbox.image import ImageError, image_tag
+
+                try:
+                    self._language_pool = SandboxPool(self.backend, self.size, image_tag(languages=True),
+                                                      self.limits, build=self._build)
+                except (SandboxUnavailable, ImageError) as exc:
+                    self._language_problem = f"no sandbox for {', '.join(languages.LANGUAGES)}: {exc}"
+            return self._language_pool
+
     def run_batch(self, jobs: Sequence[Job]) -> list[Result]:
         """Judge many jobs in parallel over the pool; results in input order."""
         for job in jobs:
@@ -167,6 +199,9 @@ class SandboxPool:
             self._closed = True
             starters, self._starters = self._starters, []
             workers, self._workers = list(self._workers), set()
+            companion, self._language_pool = self._language_pool, None
+        if companion is not None:
+            companion.close()
         for t in starters:
             t.join(timeout=60)
         closers = [threading.Thread(target=w.close, daemon=True) for w in workers]
@@ -188,7 +223,7 @@ class SandboxPool:
 
 
 def _docker_setup(image: str | None, build: bool):
-    from rlvr.sandbox.image import build_image, docker_client, image_exists, image_tag
+    from rlvr.sandbox.image import LANGUAGE_REPOSITORY, build_image, docker_client, image_exists, image_tag
 
     try:
         client = docker_client()
@@ -197,10 +232,11 @@ def _docker_setup(image: str | None, build: bool):
             f"no Docker engine answers ({type(exc).__name__}: {str(exc)[:160]}); start dockerd or set "
             "DOCKER_HOST, or pass backend='local' where the host is already isolated"
         ) from None
+    languages_image = image is not None and image.startswith(LANGUAGE_REPOSITORY + ":")
     if image is None:
         image = image_tag()
-        if build and not image_exists(client, image):
-            build_image(client, image, log=lambda _msg: None)
+    if build and not image_exists(client, image) and (languages_image or image == image_tag()):
+        build_image(client, image, log=lambda _msg: None, languages=languages_image)
     if not image_exists(client, image):
         raise SandboxUnavailable(f"the sandbox image {image} is missing; run `rlvr sandbox build`")
     remove_stale_containers(client)

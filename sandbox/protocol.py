@@ -14,11 +14,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-STATUSES = ("passed", "failed", "timeout", "memory", "crash", "error")
+from rlvr.sandbox import languages
+
+STATUSES = ("passed", "failed", "timeout", "memory", "crash", "compile_error", "error")
 # CPython 3.11's ast.parse can fail in concurrent threads with "SystemError: AST constructor
 # recursion depth mismatch" (CPython gh-106905); CI hit it once when the pool's threads checked jobs.
 _PARSE_LOCK = threading.Lock()
 COMPARE_MODES = ("exact", "float")
+MAX_OUTPUT = 64 * 1024 * 1024  # a job may raise its output limit this far (the judge holds stdout)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class Job:
     (after normalising line endings and trailing whitespace) or with `compare="float"`.
     `prefix` is trusted code placed before `code`. `timeout` is the wall clock of the whole
     job for assert style and of each case for stdin/stdout style.
+
+    `language` (stdin/stdout style only, except "python"): one of `languages.LANGUAGES`
+    (aliases such as "c++" or "js" accepted); compiled once per job within
+    `compile_timeout` seconds. `memory_mb` and `output_limit` cap this job below the pool's
+    `Limits` (None: the pool's); the output limit applies to stdout and stderr each.
     """
 
     code: str
@@ -63,6 +71,10 @@ class Job:
     timeout: float = 5.0
     compare: str = "exact"
     float_tolerance: float = 1e-6
+    language: str = "python"
+    compile_timeout: float = 30.0
+    memory_mb: int | None = None
+    output_limit: int | None = None
 
     def to_wire(self, limits: Limits | None = None) -> dict[str, Any]:
         limits = limits or Limits()
@@ -87,6 +99,20 @@ class Job:
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout!r}")
         if not isinstance(self.test_setup_code, str):
             raise TypeError("test_setup_code must be a string")
+        language = languages.canonical(self.language) if isinstance(self.language, str) else None
+        if language is None:
+            raise ValueError(f"unknown language {self.language!r}; choose one of {', '.join(languages.LANGUAGES)}")
+        if language != "python" and self.io_tests is None:
+            raise ValueError(f"{language} programs take stdin/stdout tests (io_tests) only; "
+                             "function-call tests are Python only")
+        if not (isinstance(self.compile_timeout, (int, float)) and math.isfinite(self.compile_timeout)
+                and self.compile_timeout > 0):
+            raise ValueError(f"compile_timeout must be a positive number of seconds, got {self.compile_timeout!r}")
+        for name, most in (("memory_mb", limits.memory_mb), ("output_limit", max(limits.output_limit, MAX_OUTPUT))):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or not 0 < value <= most):
+                raise ValueError(f"Job.{name} must be a positive int at most the pool's {most}, got {value!r}")
         for name, source in [("tests", self.tests), ("test_setup_code", self.test_setup_code),
                              *(("test_list", t) for t in self.test_list or [])]:
             if source:
@@ -96,14 +122,17 @@ class Job:
                 except SyntaxError as exc:
                     raise ValueError(f"{name} is not valid Python: {exc.msg} (line {exc.lineno})") from None
         wire = {k: v for k, v in self.__dict__.items() if v is not None}
-        wire.update(memory_mb=limits.memory_mb, file_mb=limits.file_mb, output_limit=limits.output_limit,
-                    nproc=limits.pids)
+        wire.update(memory_mb=self.memory_mb or limits.memory_mb, file_mb=limits.file_mb,
+                    output_limit=self.output_limit or limits.output_limit, nproc=limits.pids, language=language)
+        if language == "python":
+            del wire["compile_timeout"]
         return wire
 
     def budget(self) -> float:
         """Seconds the host waits for the reply before declaring the worker broken."""
         cases = len(self.io_tests) if self.io_tests else 1
-        return self.timeout * max(1, cases) + 15.0
+        compiling = self.compile_timeout if self.language not in ("python", "py", "python3") else 0.0
+        return self.timeout * max(1, cases) + compiling + 15.0
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,19 @@ Modes:
   call    load the program, report its top-level names, then answer call requests
           `{"id", "fn", "args", "kwargs"}` with `{"id", "ok", "value" | "error"}`.
   script  load the program as `__main__` with the real stdin/stdout (stdin/stdout tests).
+  exec    write the given files and exec the given argv: a compiler, or a compiled program
+          (stdin/stdout tests in other languages; see `languages.py`).
 
 Wire: the judge sends length-prefixed `marshal` frames (trusted data); the runner answers
 with JSON lines written by the small encoder below, which the judge parses strictly.
 
-Value encoding: JSON null, booleans, ints, floats (NaN and infinities as JSON's extension),
-strings and lists stand for themselves; every other value is an object `{"~": tag, "v": ...}`
-with tag tuple, dict (a list of pairs), set, frozenset, bytes (hex), complex ([re, im]),
-type (a builtin type's name, arguments only), ref (the name of a value that lives here,
-arguments only) or handle (the index of an object kept here). Only values of these exact
+Value encoding: a value is a flat JSON list of tokens in prefix order, so that neither side
+recurses and a value nests as deep as the interpreter lets the program build it. JSON null,
+booleans, ints, floats (NaN and infinities as JSON's extension) and strings stand for
+themselves; `{"~": tag, "n": count}` opens a list, tuple, set, frozenset or dict whose
+`count` items (a dict's keys and values alternating) follow; `{"~": tag, "v": ...}` is a
+bytes (hex), complex ([re, im]), type (a builtin type's name, arguments only), ref (the
+name of a value that lives here, arguments only) or handle (the index of an object kept here). Only values of these exact
 builtin types travel as values (Counter, OrderedDict, defaultdict and namedtuples go as the
 dict or tuple they hold); anything else, an `int` subclass whose `__eq__` lies included,
 stays here and the judge sees an opaque handle that equals nothing and has no truth value.
@@ -30,7 +34,7 @@ import marshal
 import os
 import sys
 
-_MAX_DEPTH = 200
+_MAX_TOKENS = 10_000_000  # a cyclic value would otherwise never end
 _DICT_TYPES = ("Counter", "OrderedDict", "defaultdict")
 _ESCAPES = {i: f"\\u{i:04x}" for i in [*range(32), *range(0xD800, 0xE000)]}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
@@ -44,49 +48,97 @@ def _plain_dict(value, kind):
     return collections is not None and any(kind is getattr(collections, n, None) for n in _DICT_TYPES)
 
 
-def encode(value, depth=0):
-    """JSON text of `value` in the tagged encoding."""
-    if depth > _MAX_DEPTH:
-        raise ValueError("value nested too deeply")
-    kind = type(value)
-    if value is None:
-        return "null"
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is int:
-        return int.__repr__(value)
-    if kind is float:
-        text = float.__repr__(value)
-        return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
-    if kind is str:
-        return '"' + str.translate(value, _ESCAPES) + '"'
-    if kind is list:
-        return "[" + ",".join(encode(v, depth + 1) for v in value) + "]"
-    if kind is tuple or (isinstance(value, tuple) and hasattr(kind, "_fields")):  # namedtuples as tuples
-        return _tagged("tuple", "[" + ",".join(encode(v, depth + 1) for v in tuple.__iter__(value)) + "]")
-    if _plain_dict(value, kind):  # Counter == dict holds in Python too
-        pairs = ",".join(f"[{encode(k, depth + 1)},{encode(v, depth + 1)}]" for k, v in dict.items(value))
-        return _tagged("dict", "[" + pairs + "]")
-    if kind is set or kind is frozenset:
-        return _tagged(kind.__name__, "[" + ",".join(encode(v, depth + 1) for v in value) + "]")
-    if kind is bytes:
-        return _tagged("bytes", '"' + bytes.hex(value) + '"')
-    if kind is complex:
-        return _tagged("complex", f"[{encode(value.real)},{encode(value.imag)}]")
-    _handles.append(value)
-    return _tagged("handle", str(len(_handles) - 1))
+def _text(value):
+    return '"' + str.translate(value, _ESCAPES) + '"'
 
 
-def _tagged(tag, body):
+def encode(value):
+    """JSON text of `value` as flat tokens in prefix order (no recursion, so no depth limit)."""
+    parts, todo = [], [value]
+    while todo:
+        if len(parts) >= _MAX_TOKENS:
+            raise ValueError("value too large (or cyclic)")
+        value = todo.pop()
+        kind = type(value)
+        if value is None:
+            parts.append("null")
+        elif kind is bool:
+            parts.append("true" if value else "false")
+        elif kind is int:
+            parts.append(int.__repr__(value))
+        elif kind is float:
+            text = float.__repr__(value)
+            parts.append({"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text))
+        elif kind is str:
+            parts.append(_text(value))
+        elif kind is list or kind is tuple or (isinstance(value, tuple) and hasattr(kind, "_fields")):
+            items = list(list.__iter__(value) if kind is list else tuple.__iter__(value))
+            parts.append(_head("list" if kind is list else "tuple", len(items)))  # namedtuples as tuples
+            todo.extend(reversed(items))
+        elif _plain_dict(value, kind):  # Counter == dict holds in Python too
+            pairs = list(dict.items(value))
+            parts.append(_head("dict", len(pairs)))
+            for key, item in reversed(pairs):
+                todo.append(item)
+                todo.append(key)
+        elif kind is set or kind is frozenset:
+            items = list(value)
+            parts.append(_head(kind.__name__, len(items)))
+            todo.extend(items)
+        elif kind is bytes:
+            parts.append(_leaf("bytes", '"' + bytes.hex(value) + '"'))
+        elif kind is complex:
+            parts.append(_leaf("complex", f"[{encode(value.real)[1:-1]},{encode(value.imag)[1:-1]}]"))
+        else:
+            _handles.append(value)
+            parts.append(_leaf("handle", str(len(_handles) - 1)))
+    return "[" + ",".join(parts) + "]"
+
+
+def _head(tag, count):
+    return '{"~":"' + tag + '","n":' + str(count) + "}"
+
+
+def _leaf(tag, body):
     return '{"~":"' + tag + '","v":' + body + "}"
 
 
-def decode(data, namespace):
-    if isinstance(data, list):
-        return [decode(v, namespace) for v in data]
-    if not isinstance(data, dict):
-        return data
-    tag, body = data["~"], data["v"]
+def decode(tokens, namespace):
+    """The judge's arguments from flat tokens (trusted data; no recursion)."""
+    stack, result = [], None
+    for token in tokens:
+        if type(token) is dict:
+            tag = token["~"]
+            if "n" in token:
+                count = token["n"] * (2 if tag == "dict" else 1)
+                if count:
+                    stack.append([tag, count, []])
+                    continue
+                value = _build(tag, [])
+            else:
+                value = _argument_leaf(tag, token["v"], namespace)
+        else:
+            value = token
+        while stack:
+            frame = stack[-1]
+            frame[2].append(value)
+            frame[1] -= 1
+            if frame[1]:
+                break
+            stack.pop()
+            value = _build(frame[0], frame[2])
+        else:
+            result = value
+    return result
+
+
+def _build(tag, items):
+    if tag == "dict":
+        return dict(zip(items[0::2], items[1::2]))
+    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+
+
+def _argument_leaf(tag, body, namespace):
     if tag == "ref":
         return namespace[body]
     if tag == "handle":
@@ -95,12 +147,7 @@ def decode(data, namespace):
         return getattr(builtins, body)
     if tag == "bytes":
         return bytes.fromhex(body)
-    if tag == "complex":
-        return complex(*body)
-    items = [decode(v, namespace) for v in body]
-    if tag == "dict":
-        return dict(items)
-    return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    return complex(*body)
 
 
 def _describe(exc):
@@ -136,7 +183,7 @@ def _send(fd, text):
 def _reply(call_id, ok, payload):
     if ok:
         return '{"id":' + str(call_id) + ',"ok":true,"value":' + payload + "}"
-    return '{"id":' + str(call_id) + ',"ok":false,"error":' + encode(payload) + "}"
+    return '{"id":' + str(call_id) + ',"ok":false,"error":' + _text(payload) + "}"
 
 
 def _serve_calls(code, setup, namespace, req_fd, resp_fd):
@@ -145,15 +192,18 @@ def _serve_calls(code, setup, namespace, req_fd, resp_fd):
         if setup:  # MBPP's test_setup_code builds inputs from the solution's own classes
             exec(compile(setup, "<setup>", "exec"), namespace)
         names = sorted(k for k in namespace if isinstance(k, str) and not k.startswith("__"))
-        hello = '{"loaded":true,"names":' + encode(names) + "}"
+        hello = '{"loaded":true,"names":[' + ",".join(_text(n) for n in names) + "]}"
     except BaseException as exc:  # the program's own failure, reported as data
-        hello = '{"loaded":false,"error":' + encode(_describe(exc)) + "}"
+        hello = '{"loaded":false,"error":' + _text(_describe(exc)) + "}"
     _send(resp_fd, hello)
     while True:
         request = _read_frame(req_fd)
         if request is None:
             return
         call_id = int(request["id"])
+        limit = request.get("rl")
+        if type(limit) is int and limit > sys.getrecursionlimit():  # the tests raised theirs: one
+            sys.setrecursionlimit(limit)  # interpreter would share it with the solution
         try:
             fn = namespace[request["fn"]]
             args = decode(request["args"], namespace)
@@ -173,12 +223,29 @@ def _module(name):
     return module.__dict__
 
 
+def _exec(program, req_fd, resp_fd):
+    """Write the job's files into the work directory and become the compiler or the program."""
+    os.close(req_fd)
+    os.close(resp_fd)
+    for name, text in program.get("files", {}).items():
+        with open(name, "w", encoding="utf-8") as f:
+            f.write(text)
+    os.environ.update(program.get("env", {}))
+    try:
+        os.execvp(program["argv"][0], program["argv"])
+    except OSError as exc:
+        os.write(2, f"rlvr sandbox: cannot run {program['argv'][0]}: {exc}\n".encode())
+        os._exit(127)
+
+
 def run(mode, req_fd=3, resp_fd=4):
     """Load the program and serve the judge; returns when the judge hangs up (call mode) or
     the program ends (script mode). Exceptions of a script propagate, as in `python prog.py`."""
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
     program = _read_frame(req_fd)
+    if mode == "exec":
+        _exec(program, req_fd, resp_fd)
     code, setup = program["code"], program.get("setup", "")
     if mode == "script":
         os.close(req_fd)
@@ -188,7 +255,7 @@ def run(mode, req_fd=3, resp_fd=4):
         except SystemExit:
             raise
         except BaseException as exc:  # tells the judge about MemoryError; the verdict ignores it
-            _send(resp_fd, '{"error":' + encode(_describe(exc)) + "}")
+            _send(resp_fd, '{"error":' + _text(_describe(exc)) + "}")
             raise
         return
     namespace = _module("__solution__")

@@ -23,44 +23,93 @@ class Ref:
     name: str
 
 
-def encode(value, depth=0):
-    """Arguments for the runner; a `Remote` stands for a value that lives there."""
-    if depth > 200:
-        raise ValueError("argument nested too deeply")
-    kind = type(value)
-    if isinstance(value, Ref):
-        return {"~": "ref", "v": value.name}
-    if kind is Opaque:
-        return {"~": "handle", "v": value.index}
-    if kind is type and getattr(builtins, getattr(value, "__name__", ""), None) is value:
-        return {"~": "type", "v": value.__name__}
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if kind is list:
-        return [encode(v, depth + 1) for v in value]
-    if kind is tuple:
-        return {"~": "tuple", "v": [encode(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"~": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if kind in (set, frozenset):
-        return {"~": kind.__name__, "v": [encode(v, depth + 1) for v in value]}
-    if kind is bytes:
-        return {"~": "bytes", "v": value.hex()}
-    if kind is complex:
-        return {"~": "complex", "v": [value.real, value.imag]}
-    raise TypeError(f"cannot pass a value of type {kind.__name__} to the solution")
+# Values cross as a flat token list in prefix order (a container token, then its items), so
+# neither side recurses: a value nested as deep as the interpreter allows crosses intact.
+CONTAINERS = ("list", "tuple", "dict", "set", "frozenset")
+MAX_DEPTH = 100_000  # nesting the judge rebuilds; deeper is refused as unusable, not a crash
+MAX_TOKENS = 10_000_000  # a cyclic argument would otherwise never end
 
 
-def decode(data):
-    """Strictly rebuild a returned value from plain JSON; anything unexpected raises."""
-    kind = type(data)
-    if data is None or kind in (bool, int, float, str):
-        return data
-    if kind is list:
-        return [decode(v) for v in data]
-    if kind is not dict or set(data) != {"~", "v"}:
+def encode(value):
+    """Arguments for the runner as flat tokens; a `Remote` stands for a value that lives there."""
+    out, todo = [], [value]
+    while todo:
+        if len(out) >= MAX_TOKENS:
+            raise ValueError("argument too large (or cyclic)")
+        value = todo.pop()
+        kind = type(value)
+        if isinstance(value, Ref):
+            out.append({"~": "ref", "v": value.name})
+        elif kind is Opaque:
+            out.append({"~": "handle", "v": value.index})
+        elif kind is type and getattr(builtins, getattr(value, "__name__", ""), None) is value:
+            out.append({"~": "type", "v": value.__name__})
+        elif value is None or kind in (bool, int, float, str):
+            out.append(value)
+        elif kind in (list, tuple, set, frozenset):
+            out.append({"~": kind.__name__, "n": len(value)})
+            todo.extend(reversed(list(value)))
+        elif kind is dict:
+            out.append({"~": "dict", "n": len(value)})
+            for key, item in reversed(list(value.items())):
+                todo.append(item)
+                todo.append(key)
+        elif kind is bytes:
+            out.append({"~": "bytes", "v": value.hex()})
+        elif kind is complex:
+            out.append({"~": "complex", "v": [value.real, value.imag]})
+        else:
+            raise TypeError(f"cannot pass a value of type {kind.__name__} to the solution")
+    return out
+
+
+def decode(tokens):
+    """Strictly rebuild a returned value from its flat tokens; anything unexpected raises."""
+    if type(tokens) is not list or not tokens:
         raise ValueError("malformed value")
-    tag, body = data["~"], data["v"]
+    stack, result, done = [], None, False
+    for token in tokens:
+        if done:
+            raise ValueError("malformed value: trailing data")
+        kind = type(token)
+        if token is None or kind in (bool, int, float, str):
+            value = token
+        elif kind is dict and token.keys() == {"~", "n"} and token["~"] in CONTAINERS:
+            count = token["n"]
+            if type(count) is not int or count < 0:
+                raise ValueError("malformed container size")
+            if count:
+                if len(stack) >= MAX_DEPTH:
+                    raise ValueError(f"value nested deeper than {MAX_DEPTH}")
+                stack.append([token["~"], count * 2 if token["~"] == "dict" else count, []])
+                continue
+            value = _build(token["~"], [])
+        elif kind is dict and token.keys() == {"~", "v"}:
+            value = _leaf(token["~"], token["v"])
+        else:
+            raise ValueError("malformed value")
+        while stack:
+            frame = stack[-1]
+            frame[2].append(value)
+            frame[1] -= 1
+            if frame[1]:
+                break
+            stack.pop()
+            value = _build(frame[0], frame[2])
+        else:
+            result, done = value, True
+    if not done:
+        raise ValueError("malformed value: truncated")
+    return result
+
+
+def _build(tag, items):
+    if tag == "dict":
+        return dict(zip(items[0::2], items[1::2]))
+    return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+
+
+def _leaf(tag, body):
     if tag == "handle" and type(body) is int:
         return Opaque(body)
     if tag == "bytes" and type(body) is str:
@@ -68,17 +117,7 @@ def decode(data):
     if tag == "complex" and type(body) is list and len(body) == 2:
         re_, im = (float(x) if type(x) in (int, float) else _bad() for x in body)
         return complex(re_, im)
-    if type(body) is not list:
-        raise ValueError("malformed value")
-    if tag == "dict":
-        pairs = [decode(p) for p in body]
-        if any(type(p) is not list or len(p) != 2 for p in pairs):
-            raise ValueError("malformed dict")
-        return {k: v for k, v in pairs}
-    builder = {"tuple": tuple, "set": set, "frozenset": frozenset}.get(tag)
-    if builder is None:
-        raise ValueError(f"unknown value tag {tag!r}")
-    return builder(decode(v) for v in body)
+    raise ValueError(f"unknown or malformed value tag {tag!r}")
 
 
 class Opaque:

@@ -7,6 +7,7 @@ a job, a runner forked from it is as clean as an exec'd one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import gc
@@ -166,10 +167,22 @@ def _run_program(runner, mode):
     except BaseException:
         traceback.print_exc()
         code = 1
+    _interpreter_exit()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     return code
+
+
+def _interpreter_exit():
+    """What `python prog.py` does before it exits: wait for non-daemon threads, then run
+    `atexit` handlers. A program whose thread never ends must never end here either."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        with contextlib.suppress(BaseException):
+            threading._shutdown()
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
 
 
 def prctl(option, value, _libc=[]):  # noqa: B006 - libc loaded once (in the zygote, before any fork)
