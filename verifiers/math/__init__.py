@@ -134,7 +134,7 @@ class MathVerifier(Verifier):
         why_bad = _valid_refs.get(ref)
         if why_bad is not None:
             return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why_bad})
-        numeric_ref = numeric.to_rational(normalize(ref)) is not None
+        numeric_ref = grader.numeric_value(ref) is not None
         found = extract_answer(completion_text(completion), prefilled_think=self.prefilled_think,
                                loose=not self.strict, last_number=numeric_ref)
         info: dict[str, Any] = {"answer": found.answer, "source": found.source}

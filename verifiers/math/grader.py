@@ -22,7 +22,7 @@ import functools
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math import evaluate, numeric, structures
+from rlvr.verifiers.math import evaluate, numeric, powers, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 
@@ -48,6 +48,8 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
     a, r = normalize(answer), normalize(reference)
     if _key(a) == _key(r):
         return True
+    if _decimal_comma_equal(answer, a, reference, r, simplified):
+        return True
     va, vr = numeric.to_rational(a), numeric.to_rational(r)
     if va is not None and vr is not None:  # the common case: two plain numbers
         return scalar_equal(a, r, symbolic, simplified)
@@ -63,6 +65,53 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
         return _equal(node_a, node_r, symbolic, simplified)
     except NeedsSymbolic:
         return None
+
+
+# `1,22`, `0,111`, `1000,99`, `-3,5`, `1.234,5`: a comma that cannot be a thousands separator
+_DECIMAL_COMMA = re.compile(r"([-+]?)(\d+),(\d+)(%?)")
+_EUROPEAN = re.compile(r"([-+]?)(\d{1,3}(?:\.\d{3})+),(\d+)(%?)")
+
+
+def decimal_comma(raw: str, norm: str) -> str | None:
+    """The number a decimal comma writes (`1,22` -> `1.22`), or None.
+
+    Safe by default: the comma is a decimal separator only where it cannot be a thousands
+    separator, i.e. unless exactly three digits follow it after a group of one to three digits
+    that does not start with 0 (`1,500` stays 1500, as in English text and GSM8K). `1, 22`,
+    with a space, is a list. `1.234,5` (dots grouping thousands) is 1234.5."""
+    if "," not in norm or re.search(r",\s", raw):
+        return None
+    m = _EUROPEAN.fullmatch(norm)
+    if m:
+        return f"{m.group(1)}{m.group(2).replace('.', '')}.{m.group(3)}{m.group(4)}"
+    m = _DECIMAL_COMMA.fullmatch(norm)
+    if not m:
+        return None
+    whole, frac = m.group(2), m.group(3)
+    if len(frac) == 3 and len(whole) <= 3 and not whole.startswith("0"):
+        return None  # `1,500`: thousands
+    return f"{m.group(1)}{whole}.{frac}{m.group(4)}"
+
+
+def _decimal_comma_equal(answer: str, a: str, reference: str, r: str, simplified: bool) -> bool:
+    """`1,22` against 1.22 (either side): read the comma as a decimal point when the other side
+    is one value. Only ever accepts: a list reading `1, 22` cannot equal one number anyway."""
+    da, dr = decimal_comma(answer, a), decimal_comma(reference, r)
+    if da is None and dr is None:
+        return False
+    a2, r2 = da or a, dr or r
+    if len(structures.split_top(a2, (",", ";"))) > 1 or len(structures.split_top(r2, (",", ";"))) > 1:
+        return False
+    try:
+        return scalar_equal(a2, r2, False, simplified) is True
+    except NeedsSymbolic:
+        return False
+
+
+def numeric_value(reference: str) -> Fraction | None:
+    """The exact value of a plain-number reference, decimal commas included."""
+    norm = normalize(reference)
+    return numeric.to_rational(decimal_comma(reference, norm) or norm)
 
 
 def _key(s: str) -> str:
@@ -89,11 +138,11 @@ def _choice_of_answer(norm: str) -> str | None:
 
 
 def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
-    # An assignment `x = 3` answers `3`, and `3` answers `x = 3`.
-    if a.kind == "eq" and r.kind != "eq" and (is_name(a.items[0].text) or _true_statement(a)):
-        a = parse_structure(a.items[1].text)
-    if r.kind == "eq" and a.kind != "eq" and is_name(r.items[0].text):
-        r = parse_structure(r.items[1].text)
+    # An assignment `x = 3` (or `3 = x`, or a chain `x = 1 + 2 = 3`) answers `3`, and `3` answers it.
+    if a.kind == "eq" and r.kind != "eq":
+        a = _assigned_value(a)
+    if r.kind == "eq" and a.kind != "eq":
+        r = _assigned_value(r)
     if a.kind in ("list", "set") and r.kind in ("list", "set"):
         return _unordered(_unassign(a.items), _unassign(r.items), symbolic, simplified)
     if a.kind in ("list", "set") and len(a.items) == 1:
@@ -127,6 +176,17 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
             return _relation_symbolic(a, r, symbolic)
         return _ordered(a.items, r.items, symbolic, simplified) or _relation_symbolic(a, r, symbolic)
     return False
+
+
+def _assigned_value(node: Node) -> Node:
+    """The value an equation states: the right side of `x = 3` or of a true `2 + 3 = 5`, the left
+    side of `3 = x`; an equation between two expressions stays an equation."""
+    lhs, rhs = node.items[0].text, node.items[1].text
+    if is_name(lhs) or _true_statement(node):
+        return parse_structure(rhs)
+    if is_name(rhs):
+        return parse_structure(lhs)
+    return node
 
 
 def _true_statement(node: Node) -> bool:
@@ -275,6 +335,9 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     """Two scalar answers: exact rationals, text, bases, then (when allowed) sympy."""
     if _key(a) == _key(r):
         return True
+    huge = powers.equal(a, r)
+    if huge is not None:
+        return huge
     if simplified and numeric.is_plain_number(r) and not numeric.is_simplified(a):
         return False  # the task asks for simplest form: `1+1` and `\\frac{2}{4}` are not
     base = _base_equal(a, r)
@@ -398,7 +461,7 @@ def _leaf_readable(leaf: str) -> bool:
     leaf = leaf.strip()
     return bool(leaf) and (leaf in _KNOWN_LEAVES or numeric.to_rational(leaf) is not None or _is_words(leaf)
                            or _BASE.match(leaf.replace(" ", "")) is not None or _CLOCK.match(leaf) is not None
-                           or evaluate.parses(leaf))
+                           or evaluate.parses(leaf) or powers.parse(leaf) is not None)
 
 
 def offers_several(answer: str, reference: str) -> bool:

@@ -24,7 +24,7 @@ _RENAME = {
     "\\dfrac": "\\frac", "\\tfrac": "\\frac", "\\cfrac": "\\frac",
     "\\leqslant": "\\leq", "\\geqslant": "\\geq",
     "\\lbrace": "\\{", "\\rbrace": "\\}", "\\lbrack": "[", "\\rbrack": "]", "\\lvert": "|", "\\rvert": "|",
-    "\\vert": "|", "\\lt": "<", "\\gt": ">", "\\neq": "\\ne", "\\to": "\\rightarrow",
+    "\\vert": "|", "\\lt": "<", "\\backslash": "\\setminus", "\\smallsetminus": "\\setminus", "\\gt": ">", "\\neq": "\\ne", "\\to": "\\rightarrow",
     "\\bmatrix": "bmatrix", "\\tiny": "", "\\infin": "\\infty", "\\dots": "\\ldots", "\\cdots": "\\ldots",
     ">=": "\\geq ", "<=": "\\leq ", "!=": "\\ne ", "\\geqq": "\\geq", "\\leqq": "\\leq",
     "\u2212": "-", "\u00d7": "\\times", "\u00b7": "\\cdot", "\u2264": "\\leq", "\u2265": "\\geq",
@@ -39,7 +39,7 @@ cm m km mm meter meters metre metres centimeter centimeters kilometer kilometers
 yard yards mile miles mi mph kg g gram grams kilogram kilograms pound pounds lb lbs ounce ounces oz
 second seconds sec s minute minutes min hour hours hr hrs h day days week weeks month months year years
 dollar dollars cent cents unit units square sq cubic degree degrees deg radian radians rad
-liter liters litre litres l ml gallon gallons cup cups percent point points people students kmh kph
+liter liters litre litres l ml gallon gallons cup cups point points people students kmh kph
 """.split())
 
 _NOT_UNITS = frozenset({"sin", "cos", "tan", "log", "exp", "and", "or"})
@@ -61,6 +61,13 @@ _MOD = re.compile(r"\\pmod\s*\{[^{}]*\}|\\(?:bmod|mod)\s*\d+|\(\s*\\mod\s*\d+\s*
 _ANSWER_PREFIX = re.compile(r"^\s*(?:\\text\{\s*)?(?:the\s+)?(?:final\s+)?answer\s*(?:is|:)\s*\}?\s*", re.IGNORECASE)
 _CELSIUS = re.compile(r"\^\s*\{?\\circ\}?\s*(?:\\(?:text|mathrm)\s*\{\s*[CF]\s*\}|[CF](?![a-zA-Z]))")
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?\.?")
+# `33.5 percent`, `12 pct`, `7 per cent`, `\text{ percent}`: the word is the sign, not a unit to drop
+_PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\(?:text|mathrm|mbox|textnormal)\s*\{\s*)?"
+                           r"(?:percent(?:age)?|per\s*cent|pct)\.?\s*\}?\s*$", re.IGNORECASE)
+# Python-style functions: `sqrt(3)`, `abs(x)`, `exp(2)`, `sin(x)`; not `\sqrt` and not inside a word
+_PY_FUNCTION = re.compile(r"(?<![A-Za-z\\])(sqrt|abs|exp|sin|cos|tan|ln)\s*\(")
+_PY_PI = re.compile(r"(?<![A-Za-z\\])pi(?![A-Za-z])")
+_COMMAND_AFTER = re.compile(r"(\\+)([A-Za-z])")
 _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
@@ -117,6 +124,47 @@ def unwrap(s: str, command: str) -> str:
         i = k
 
 
+def undouble_backslashes(s: str) -> str:
+    """`\\\\frac{1}{5}` -> `\\frac{1}{5}`: text that was JSON-escaped twice, where every command has two
+    backslashes and none has one (a `\\\\` row break before a letter in ordinary LaTeX leaves the
+    text alone, since its other commands have one backslash). Every backslash run is halved."""
+    if "\\\\" not in s:
+        return s
+    runs = {len(m.group(1)) for m in _COMMAND_AFTER.finditer(s)}
+    if 2 not in runs or 1 in runs:
+        return s
+    return re.sub(r"\\+", lambda m: "\\" * max(1, len(m.group(0)) // 2), s)
+
+
+def python_math(s: str) -> str:
+    """`sqrt(3)` -> `\\sqrt{3}`, `abs(x)` -> `|x|`, `exp(1)` -> `\\exp(1)`, `pi` -> `\\pi` (`**` is
+    handled by the caller). One linear pass with a stack of open parentheses; text whose
+    parentheses do not balance is left as written."""
+    if "pi" in s:
+        s = _PY_PI.sub(r"\\pi ", s)
+    calls = {m.end() - 1: m for m in _PY_FUNCTION.finditer(s)} if "(" in s else {}
+    if not calls or s.count("(") != s.count(")"):
+        return s
+    out, closers, i = [], [], 0
+    for k, ch in enumerate(s):
+        if ch == "(":
+            m = calls.get(k)
+            if m is None:
+                out.append(s[i:k + 1])
+                closers.append(")")
+            else:
+                name = m.group(1)
+                out.append(s[i:m.start()] + ("\\sqrt{" if name == "sqrt" else "|" if name == "abs" else f"\\{name}("))
+                closers.append("}" if name == "sqrt" else "|" if name == "abs" else ")")
+            i = k + 1
+        elif ch == ")":
+            if not closers:
+                return s
+            out.append(s[i:k] + closers.pop())
+            i = k + 1
+    return "".join(out) + s[i:]
+
+
 def normalize(s: str) -> str:
     """The canonical spelling of an answer (a LaTeX string without the `\\boxed{}`).
 
@@ -128,10 +176,11 @@ def normalize(s: str) -> str:
 
 
 def _normalize(s: str) -> str:
-    s = _full_stop(strip_math_delimiters(s))
+    s = _full_stop(strip_math_delimiters(undouble_backslashes(s)))
     if s.startswith("**") and s.endswith("**") and len(s) > 4:  # markdown bold around the answer
         s = s[2:-2]
     s = s.replace("**", "^")  # a Python power
+    s = python_math(s)
     s = s.replace("\\%", "%").replace("{,}", "").replace("\\{,\\}", "")
     s = re.sub(r"(\d),\s*\\!\s*(?=\d{3})", r"\1,", s)  # `11,\! 111`: a thousands separator
     s = s.replace("\\left.", " ").replace("\\right.", " ")  # invisible delimiters
@@ -158,6 +207,7 @@ def _normalize(s: str) -> str:
     if "\\approx" in s:  # `x = 1/3 \approx 0.33`: the exact part stands; `x \approx 11`: the value
         left, right = s.split("\\approx", 1)
         s = right.split("\\approx")[0] if _LONE_VARIABLE.fullmatch(left) or not left.strip() else left
+    s = _PERCENT_WORD.sub("%", s)
     s = _strip_units(s)
     for command in _UNWRAP:
         if command in s:
@@ -208,7 +258,7 @@ def _drop_command(s: str, token: str) -> str:
 def _looks_like_number(s: str) -> bool:
     """True when `s` is a single number with thousands separators (`1,234,567.5`, `1 000`), not a list."""
     t = s.strip().lstrip("-+")
-    return bool(re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", t) or re.fullmatch(r"\d{1,3}(?: \d{3})+(?:\.\d+)?", t))
+    return bool(re.fullmatch(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?", t) or re.fullmatch(r"[1-9]\d{0,2}(?: \d{3})+(?:\.\d+)?", t))
 
 
 def _strip_units(s: str) -> str:

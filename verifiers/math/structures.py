@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 MAX_ITEMS = 64  # a longer list is compared as a single string
 MAX_NESTING = 100  # deeper brackets are refused before any parsing (recursion stays bounded)
@@ -119,6 +120,11 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
     s = _MEMBER.sub("", s, count=1)
     if not s:
         return scalar(s)
+    difference = split_top(s, ("\\setminus",))
+    if len(difference) == 2:
+        node = _difference(parse_structure(difference[0]), parse_structure(difference[1]))
+        if node is not None:
+            return node
     union = [p for p in split_top(s, ("\\cup",)) if p.strip()]
     if len(union) > 1:
         return Node("union", items=tuple(parse_structure(p) for p in union))
@@ -134,6 +140,12 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
 
 
 def _single(s: str) -> Node:
+    if s.count("\\begin{") > 1 or (not s.startswith("\\begin{") and "matrix}" in s):
+        from rlvr.verifiers.math import matrices  # matrices uses this module's splitter
+
+        entries = matrices.evaluate(s)
+        if entries is not None:  # `A + B`, `2A` with written-out matrices: the resulting matrix
+            return Node("matrix", items=tuple(Node("tuple", items=tuple(scalar(e) for e in row)) for row in entries))
     m = _MATRIX.match(s)
     if m:
         rows = [r for r in re.split(r"\\\\(?:\[[^\]]*\])?", m.group(2)) if r.strip() and not r.strip().startswith("\\hline")]
@@ -182,7 +194,55 @@ def _relation(s: str) -> Node | None:
     interval = _as_interval(pieces, ops)
     if interval is not None:
         return interval
+    if ops == ["\\ne"] and is_symbol(pieces[0]) and not is_symbol(pieces[1]):  # `x \ne 3`: all reals but 3
+        everything = Node("tuple", items=(scalar("-\\infty"), scalar("\\infty")), open="(", close=")")
+        excluded = _difference(everything, scalar(pieces[1]))
+        if excluded is not None:
+            return excluded
     return Node("rel", text=" ".join(ops), items=tuple(scalar(p) for p in pieces))
+
+
+def _difference(whole: Node, removed: Node) -> Node | None:
+    """`\\mathbb{R} \\setminus \\{-2\\}` -> `(-\\infty,-2) \\cup (-2,\\infty)`: an interval (or union)
+    minus finitely many real points, as the union of intervals it leaves; None otherwise."""
+    from rlvr.verifiers.math import evaluate
+
+    intervals = whole.items if whole.kind == "union" else (whole,)
+    points = removed.items if removed.kind == "set" else (removed,) if removed.kind == "scalar" else ()
+    if not points or any(p.kind != "scalar" for p in points):
+        return None
+    if any(i.kind != "tuple" or len(i.items) != 2 or i.open not in "([" or i.close not in ")]" for i in intervals):
+        return None
+
+    def where(text: str):
+        t = text.replace(" ", "")
+        if t in ("\\infty", "+\\infty", "-\\infty"):
+            return float("-inf") if t.startswith("-") else float("inf")
+        v = evaluate.value(text)
+        return None if v is None or (not isinstance(v, Fraction) and v.imag != 0) else (
+            v if isinstance(v, Fraction) else v.real)
+
+    cut = sorted(((where(p.text), p.text) for p in points), key=lambda x: (x[0] is None, x[0]))
+    if any(v is None for v, _ in cut):
+        return None
+    pieces = []
+    for interval in intervals:
+        lo, hi = where(interval.items[0].text), where(interval.items[1].text)
+        if lo is None or hi is None:
+            return None
+        start, start_text, opener = lo, interval.items[0].text, interval.open
+        for value, text in cut:
+            if value < start or value > hi or (value == start and opener == "("):
+                continue
+            if value > start:
+                pieces.append(Node("tuple", items=(scalar(start_text), scalar(text)), open=opener, close=")"))
+            start, start_text, opener = value, text, "("
+        if start < hi or (start == hi and opener == "[" and interval.close == "]"):
+            close = ")" if any(v == hi for v, _ in cut) else interval.close
+            pieces.append(Node("tuple", items=(scalar(start_text), interval.items[1]), open=opener, close=close))
+    if not pieces:
+        return None
+    return pieces[0] if len(pieces) == 1 else Node("union", items=tuple(pieces))
 
 
 _FLIP = {"<": ">", ">": "<", "\\leq": "\\geq", "\\geq": "\\leq"}

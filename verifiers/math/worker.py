@@ -14,7 +14,7 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-from rlvr.verifiers.math import grader, numeric, symbolic
+from rlvr.verifiers.math import grader, numeric, powers, symbolic
 from rlvr.verifiers.math.normalize import normalize
 from rlvr.verifiers.math.structures import parse_structure
 
@@ -56,7 +56,7 @@ def _side_fails(text: str) -> bool:
     """Whether some scalar part of `text` cannot be parsed."""
     try:
         for leaf in grader.leaves(parse_structure(normalize(text), split_words=True)):
-            if leaf.strip() and numeric.to_rational(leaf) is None:
+            if leaf.strip() and numeric.to_rational(leaf) is None and powers.parse(leaf) is None:
                 symbolic.parse(leaf)
         return False
     except Exception:  # noqa: BLE001
