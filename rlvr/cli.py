@@ -16,11 +16,12 @@ from typing import Any
 # name -> (module, help). Modules of parts that are not installed are left out.
 COMMANDS = {
     "verify": ("rlvr.cli", "score one completion with a registered verifier"),
-    "list": ("rlvr.cli", "list registered verifiers and environments"),
+    "list": ("rlvr.listing", "list verifiers and environments (filter by family or a search word)"),
     "sandbox": ("rlvr.sandbox.cli", "build or check the Docker sandbox image"),
     "eval": ("rlvr.evaluate", "evaluate a model on an environment (pass@1, pass@k)"),
     "train": ("rlvr.trainer.cli", "train a model with GRPO from a YAML config"),
     "plot": ("rlvr.trainer.plot", "write PNG curves for a training run"),
+    "export": ("rlvr.trainer.export", "write a run's trained model (LoRA merged) as a transformers folder"),
     "serve": ("rlvr.integrations.serve", "serve verifiers over HTTP"),
 }
 
@@ -120,27 +121,3 @@ def _key_values(items: list[str], flag: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = raw
     return out
-
-
-# --- rlvr list -------------------------------------------------------------------------
-
-
-def add_list_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print as JSON")
-
-
-def run_list(args: argparse.Namespace) -> int:
-    from rlvr.registry import list_envs, list_verifiers
-
-    verifiers, envs = list_verifiers(), list_envs()
-    if args.json:
-        print(json.dumps({"verifiers": verifiers, "envs": envs}, indent=2))
-        return 0
-    width = max(map(len, [*verifiers, *envs, ""])) + 2
-    print("verifiers:")
-    for name, desc in verifiers.items():
-        print(f"  {name:<{width}}{desc}")
-    print("envs:")
-    for name, desc in envs.items():
-        print(f"  {name:<{width}}{desc}")
-    return 0

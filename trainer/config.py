@@ -63,6 +63,11 @@ class TrainConfig:
     tis_cap: float = 2.0  # truncated importance weight for tokens sampled in another precision than training's
     threads: int = 0  # torch threads (0 = torch's default)
     checkpoint_every: int = 0
+    # LoRA through peft: {rank: 16, alpha: 32, dropout: 0.0, target_modules: all-linear}; null = full fine-tuning
+    lora: dict | None = None
+    # "replicate" (every process holds the whole model; gradients all-reduced) or "fsdp" (FSDP2 shards weights,
+    # gradients and optimizer states across processes; see trainer/fsdp.py)
+    parallel: str = "replicate"
     max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit); the final eval still runs
     eval_prompts: int = 0  # held-out prompts evaluated greedily before, during and after training
     eval_every: int = 0
@@ -88,9 +93,13 @@ class TrainConfig:
             (self.temperature > 0 and 0 < self.top_p <= 1, "temperature > 0 and 0 < top_p <= 1"),
             (isinstance(self.curriculum, list), "curriculum must be a list of stages"),
         ]
+        checks.append((self.parallel in ("replicate", "fsdp"), "parallel must be 'replicate' or 'fsdp'"))
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"config: {message}")
+        from rlvr.trainer.lora import check_options
+
+        self.lora = check_options(self.lora)
         for stage in self.curriculum:
             if not isinstance(stage, dict) or set(stage) - {"until_step", "env_kwargs"}:
                 raise ValueError("config: a curriculum stage is {until_step: int, env_kwargs: {...}}")

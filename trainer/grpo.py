@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from rlvr.trainer import checkpoint, distributed
+from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
@@ -69,10 +69,13 @@ class GRPOTrainer:
             from rlvr.trainer.models import load_model
 
             model, tokenizer = load_model(config.model, seed=config.seed)
+        if config.lora:  # only the adapters require grad, so only they reach the optimizer
+            model = lora.wrap(model, config.lora)
         self.model, self.tokenizer = model.to(self.device).train(), tokenizer
         self.ref_model = None
         if config.beta != 0.0:  # a frozen copy of the starting weights; none at all when beta = 0
-            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+            # with LoRA the reference is the base model: the same model with its adapters disabled
+            self.ref_model = model if config.lora else copy.deepcopy(model).eval().requires_grad_(False)
         release_freed_memory()  # what loading the model freed (a GGUF model is de-quantized through a copy)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(self.params, config)
@@ -92,8 +95,8 @@ class GRPOTrainer:
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
-            state = checkpoint.load(self.run_dir, model=self.model, optimizer=self.optimizer,
-                                    scheduler=self.scheduler)
+            state = checkpoint.load(self.run_dir, load_model_state=self._load_model_state,
+                                    optimizer=self.optimizer, scheduler=self.scheduler)
             self.step, self.data_position = state["step"], state["data_position"]
             if self.rank == 0:
                 for log in (self.metrics, self.evals, self.samples):
@@ -135,6 +138,7 @@ class GRPOTrainer:
                 if out_of_time:
                     break
         finally:
+            checkpoint.wait()
             if bar is not None:
                 bar.close()
             for env in self.envs:
@@ -143,10 +147,21 @@ class GRPOTrainer:
 
     def save(self) -> None:
         if self.rank == 0:
-            checkpoint.save(self.run_dir, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                            step=self.step, data_position=self.data_position, config=self.config.to_dict())
+            checkpoint.save(self.run_dir, model_state=self._model_state(), optimizer_state=self.optimizer.state_dict(),
+                            scheduler=self.scheduler, step=self.step, data_position=self.data_position,
+                            config=self.config.to_dict())
         if distributed.active():
             torch.distributed.barrier()
+
+    def _model_state(self) -> dict:
+        """What a checkpoint keeps of the model: the adapters of a LoRA run, else every weight."""
+        return lora.adapter_state(self.model) if self.config.lora else self.model.state_dict()
+
+    def _load_model_state(self, state: dict) -> None:
+        if self.config.lora:
+            lora.load_adapter_state(self.model, state)
+        else:
+            self.model.load_state_dict(state)
 
     def train_step(self) -> dict:
         cfg = self.config
@@ -272,7 +287,8 @@ class GRPOTrainer:
                 if cfg.mu > 1:
                     old[i] = self._logprobs(self.model, prompt, ids, mask)[0]
                 if self.ref_model is not None:
-                    ref[i] = self._logprobs(self.ref_model, prompt, ids, mask)[0]
+                    with self.ref_model.disable_adapter() if self.config.lora else contextlib.nullcontext():
+                        ref[i] = self._logprobs(self.ref_model, prompt, ids, mask)[0]
         for pass_ in range(cfg.mu):
             self.optimizer.zero_grad(set_to_none=True)
             for i, ((prompt, ids, mask, sampler), adv) in enumerate(batch):
