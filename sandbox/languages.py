@@ -45,27 +45,33 @@ LANGUAGES = {
                     "-encoding", "UTF-8", "-nowarn", "Main.java"],
         "run": ["java", "-Xmx{mem}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "Main"],
         "address_limit": False, "oom_markers": ("java.lang.OutOfMemoryError",),
-        "version": "OpenJDK 17 (Debian openjdk-17-jdk-headless)",
+        "version": "OpenJDK 17.0.19 (Debian openjdk-17-jdk-headless)",
     },
     "javascript": {
         "source": "main.js", "compile": ["node", "--check", "main.js"],
         "run": ["node", "--max-old-space-size={mem}", "--stack-size=65500", "main.js"],
         "address_limit": False, "oom_markers": ("JavaScript heap out of memory",),
-        "version": "Node.js 18.19 (Debian nodejs)",
+        "version": "Node.js 18.20 (Debian nodejs)",
     },
     "go": {
         "source": "main.go", "compile": ["go", "build", "-o", "main", "main.go"],
         "run": ["./main"], "address_limit": False, "oom_markers": ("runtime: out of memory",),
         "env": {"GOCACHE": "{scratch}/.gocache", "GOPATH": "{scratch}/.gopath", "GO111MODULE": "off",
                 "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"},
-        "version": "Go 1.19 (Debian golang-go)",
+        "version": "Go 1.19.8 (Debian golang-go)",
     },
     "rust": {
         "source": "main.rs",
         "compile": ["rustc", "--edition", "2021", "-O", "-o", "main", "main.rs"],
         "run": ["./main"], "address_limit": False, "oom_markers": ("memory allocation of",),
-        "version": "rustc 1.63 (Debian rustc)",
+        "version": "rustc 1.63.0 (Debian rustc)",
     },
+}
+# Fence tags that mark a code block as written in each language ("" is an untagged fence).
+FENCE_TAGS = {
+    "python": ("python", "py", "python3", ""), "c": ("c", ""), "cpp": ("cpp", "c++", "cc", "cxx", ""),
+    "java": ("java", ""), "javascript": ("javascript", "js", "node", "nodejs", ""),
+    "go": ("go", "golang", ""), "rust": ("rust", "rs", ""),
 }
 ALIASES = {
     "py": "python", "python3": "python", "c++": "cpp", "cxx": "cpp", "cc": "cpp", "js": "javascript",

@@ -1,10 +1,13 @@
 """Reward for code: the share of unit tests a completion's program passes in the sandbox.
 
 The program is the last ```python / ```py / ``` fenced block of the completion's final
-region (after `</think>`), or the whole region when there is no fence. It runs in the
+region (after `</think>`), or the whole region when there is no fence. Stdin/stdout tasks
+may name another `language` (C, C++, Java, JavaScript, Go, Rust; see `rlvr.sandbox.languages`):
+then the last block fenced with that language's tag (or untagged) is compiled and run. It runs in the
 warm Docker pool of `rlvr.sandbox` (or the weaker local backend, only when asked for by
 name), judged by the trusted harness, so printing "passed" or exiting early earns nothing.
-Zeros carry a reason: `no_answer` (no code), `parse_error` (it does not compile),
+Zeros carry a reason: `no_answer` (no code), `parse_error` (it does not compile; a compiler's
+message is kept in `info["error"]`),
 `tests_failed`, `timeout`, `bad_reference` (the task has no usable tests) or `error`
 (the sandbox itself failed: not the model's fault).
 """
@@ -32,14 +35,17 @@ from rlvr.verifiers.core import (
 
 MODES = ("fraction", "all")
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
-_PYTHON_TAGS = ("python", "py", "python3", "")
 _SYNTAX = re.compile(r"(the program did not load: )?(SyntaxError|IndentationError|TabError)\b")
-_TASK_FIELDS = ("tests", "entry_point", "test_list", "test_setup_code", "io_tests", "prefix")
+_TASK_FIELDS = ("tests", "entry_point", "test_list", "test_setup_code", "io_tests", "prefix", "language",
+                "memory_mb", "output_limit")
 
 
-def extract_code(region: str) -> str:
-    """The last Python (or untagged) fenced block, else the whole region."""
-    blocks = [m.group(2) for m in _FENCE.finditer(region) if m.group(1).lower() in _PYTHON_TAGS]
+def extract_code(region: str, language: str = "python") -> str:
+    """The last block fenced with the language's tag (or untagged), else the whole region."""
+    from rlvr.sandbox.languages import FENCE_TAGS, canonical
+
+    tags = FENCE_TAGS[canonical(language) or "python"]
+    blocks = [m.group(2) for m in _FENCE.finditer(region) if m.group(1).lower() in tags]
     return blocks[-1] if blocks else region
 
 
@@ -50,7 +56,10 @@ class CodeVerifier(Verifier):
     test passes. `timeout` is the wall clock of one job (of one case for stdin/stdout
     tests). `backend` is "docker" (default, or `$RLVR_SANDBOX_BACKEND`) or "local".
     Options: `pool_size`, `image`, `memory_mb`, `cpus`, `pids`, `compare` ("exact" or
-    "float" for stdin/stdout tests), `float_tolerance`, `prefilled_think`.
+    "float" for stdin/stdout tests), `float_tolerance`, `prefilled_think`, `language`
+    (default for stdin/stdout tasks; a task's own `language` field wins), `compile_timeout`,
+    `output_limit` (bytes of stdout and of stderr per job). A task may carry `memory_mb`
+    and `output_limit` of its own (a contest's limits); its memory is capped at the verifier's.
     """
 
     name = "code"
@@ -58,6 +67,7 @@ class CodeVerifier(Verifier):
 
     def __init__(self, mode: str = "fraction", timeout: float = 5.0, backend: str | None = None,
                  **options: Any):
+        from rlvr.sandbox import languages
         from rlvr.sandbox.protocol import COMPARE_MODES, Limits
 
         if mode not in MODES:
@@ -76,6 +86,11 @@ class CodeVerifier(Verifier):
             raise ValueError(f"compare must be one of {COMPARE_MODES}, got {self.compare!r}")
         self.float_tolerance = float(options.pop("float_tolerance", 1e-6))
         self.prefilled_think = bool(options.pop("prefilled_think", False))
+        self.language = languages.canonical(options.pop("language", "python"))
+        if self.language is None:
+            raise ValueError(f"unknown language; choose one of {', '.join(languages.LANGUAGES)}")
+        self.compile_timeout = float(options.pop("compile_timeout", 30.0))
+        self.output_limit = options.pop("output_limit", None)
         limit_keys = ("memory_mb", "cpus", "pids")
         self.limits = Limits(**{k: options.pop(k) for k in limit_keys if k in options})
         if options:
@@ -120,9 +135,11 @@ class CodeVerifier(Verifier):
         region = final_region(completion_text(completion), self.prefilled_think)
         if region is None:
             return Score(0.0, NO_ANSWER, info={"status": "no_code", "error": "the think block never closed"})
-        code = extract_code(region)
+        language = fields.get("language") or self.language
+        code = extract_code(region, language)  # an unknown language is refused below, as bad_reference
         if not code.strip():
             return Score(0.0, NO_ANSWER, info={"status": "no_code"})
+        memory = fields.get("memory_mb")
         try:
             job = Job(
                 code=code,
@@ -135,8 +152,12 @@ class CodeVerifier(Verifier):
                 timeout=self.timeout,
                 compare=self.compare,
                 float_tolerance=self.float_tolerance,
+                language=language,
+                compile_timeout=self.compile_timeout,
+                memory_mb=min(memory, self.limits.memory_mb) if isinstance(memory, int) else memory,
+                output_limit=fields.get("output_limit") or self.output_limit,
             )
-            job.to_wire()
+            job.to_wire(self.limits)
         except (ValueError, TypeError) as exc:
             return Score(0.0, BAD_REFERENCE, info={"status": "bad_reference", "error": str(exc)})
         if not (job.tests or job.test_list or job.io_tests):
@@ -167,7 +188,7 @@ class CodeVerifier(Verifier):
         value = result.fraction if self.mode == "fraction" else 0.0
         if result.status == "timeout":
             reason = TIMEOUT
-        elif any(_SYNTAX.match(e) for e in result.errors):
+        elif result.status == "compile_error" or any(_SYNTAX.match(e) for e in result.errors):
             reason = PARSE_ERROR
         else:
             reason = TESTS_FAILED
