@@ -10,12 +10,13 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.verifiers.boxes import find_boxes
+from rlvr.verifiers.boxes import final_region
 from rlvr.verifiers.core import (
     BAD_REFERENCE,
     ERROR,
@@ -36,8 +37,9 @@ from rlvr.verifiers.math.extract import (
     extract_answer,
     has_hedge_words,
     joins_values,
+    reference_answer,
 )
-from rlvr.verifiers.math.normalize import normalize
+from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.pool import CanaryError, get_pool
 from rlvr.verifiers.math.structures import MAX_NESTING, nesting_depth
 
@@ -45,6 +47,7 @@ __all__ = ["CanaryError", "MathVerifier", "extract_answer", "grade"]
 
 grade = grader.grade
 
+_SHORT_TEXT = 200  # a bare text answer longer than this is a paragraph, not an answer
 _QUESTION_FIELDS = ("question", "problem", "prompt_text", "prompt")
 _CACHE_SIZE = 16384
 _cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
@@ -134,9 +137,12 @@ class MathVerifier(Verifier):
         why_bad = _valid_refs.get(ref)
         if why_bad is not None:
             return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why_bad})
+        text = completion_text(completion)
+        if not self.strict and _same_text(text, ref, self.prefilled_think):
+            return Score(1.0, info={"answer": text.strip(), "source": "whole"})
         numeric_ref = grader.numeric_value(ref) is not None
-        found = extract_answer(completion_text(completion), prefilled_think=self.prefilled_think,
-                               loose=not self.strict, last_number=numeric_ref)
+        found = extract_answer(text, prefilled_think=self.prefilled_think, loose=not self.strict,
+                               last_number=numeric_ref)
         info: dict[str, Any] = {"answer": found.answer, "source": found.source}
         if found.why:
             info["why"] = found.why
@@ -213,9 +219,7 @@ def _reference_text(reference: Any) -> str | Score:
         reference = repr(reference) if isinstance(reference, float) else str(reference)
     if not isinstance(reference, str):
         return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": f"reference of type {type(reference).__name__}"})
-    boxes = [b for b in find_boxes(reference) if b.closed]
-    if boxes:  # a boxed reference; several boxes (`\boxed{1} and \boxed{2}`) list several values
-        reference = ", ".join(b.content for b in boxes)
+    reference = reference_answer(reference)  # a full solution: its final answer
     why = None
     if len(reference) > MAX_ANSWER_CHARS:
         why = "reference too long"
@@ -228,6 +232,21 @@ def _reference_text(reference: Any) -> str | Score:
     if why:
         return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why})
     return reference
+
+
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+
+
+def _same_text(text: str, ref: str, prefilled_think: bool) -> bool:
+    """A bare completion that is the reference's text answer, typography aside (`odd $n$` for
+    `odd $n$`, `\\text{odd } n`): words outside any box, where extraction would keep only `n`."""
+    if len(text) > 4 * _SHORT_TEXT or not _WORD.search(ref):
+        return False
+    region = final_region(text, prefilled_think)
+    if region is None or len(region.strip()) > _SHORT_TEXT or "\\boxed" in region:
+        return False
+    key = text_key(region.strip())
+    return bool(key) and key == text_key(ref)
 
 
 def _offers_several(answer: str, ref: str) -> bool:

@@ -16,16 +16,19 @@ from dataclasses import dataclass
 
 from rlvr.verifiers.boxes import final_region, find_boxes
 from rlvr.verifiers.core import HEDGE, NO_ANSWER
-from rlvr.verifiers.math.normalize import normalize, strip_math_delimiters
+from rlvr.verifiers.math.normalize import normalize, undouble_backslashes
 
 MAX_ANSWER_CHARS = 2000  # a longer "answer" is not a final answer but a dump
 MAX_BOXES = 64  # only the last boxes are compared: a longer stream is a hedge either way
-_SHORT = 40  # a completion this short and on one line may be the bare answer
 _PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # two words in a row: a sentence, not an answer
 
 _RETRACTION = re.compile(
-    r"\b(wrong|incorrect|mistake|error|erroneous|actually|wait|correction|correcting|recheck|re-check|"
-    r"oops|not right|not correct|scratch that|instead|recalculat\w*|reconsider\w*|revis\w*|fix)\b",
+    r"\b(wrong|incorrect|mistake\w*|mistaken|error|erroneous|actually|wait|correction|correcting|corrected|"
+    r"recheck|re-check|double-check\w*|oops|not right|not correct|scratch that|instead|recalculat\w*|"
+    r"re-?comput\w*|re-?evaluat\w*|re-?examin\w*|re-?do|redoing|re-?work\w*|re-?think\w*|reconsider\w*|"
+    r"revis\w*|fix\w*|miscalculat\w*|misread|miscount\w*|misstep|overlook\w*|overlooked|sorry|apolog\w*|"
+    r"on second thought|on reflection|on further|upon further|hold on|hmm+|let me try again|try again|"
+    r"that's not|that is not|should be|should have been|correct answer|right answer|flawed|slip|typo)\b",
     re.IGNORECASE,
 )
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
@@ -34,6 +37,12 @@ _THE_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 _GSM8K = re.compile(r"####\s*([^\n]+)")
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])-?(?:\d[\d,]*(?:\.\d+)?(?:/\d+)?|\.\d+)(?!\d)")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n|;")
+_ENV = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix)\}")
+# What may stand between two alternatives: "or" (maybe softened), "and", a comma
+_JOIN_OR = re.compile(r",?\s*(?:either\s+)?(?:or(?:\s+(?:maybe|possibly|perhaps|even|else))?|maybe|possibly|perhaps)",
+                      re.IGNORECASE)
+_JOIN_AND = re.compile(r",|;|,?\s*and", re.IGNORECASE)
+_NOTHING_MORE = re.compile(r"[\s.,;:!)*]*")
 _HEDGED = "\x00hedge"  # a finder's way of saying "several different answers"
 _VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "invalid", "reasonable",
                             "consistent", "confirmed", "verified"})
@@ -62,6 +71,7 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
     region = final_region(text, prefilled_think)
     if region is None:
         return Extraction(None, NO_ANSWER, why="the think block is never closed")
+    region = undouble_backslashes(region)
     boxes = find_boxes(region)
     if boxes and boxes[-1].closed:
         tail = region[_box_end(region, boxes[-1]):]
@@ -83,13 +93,35 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
         if span is not None:
             return _checked(span, "math_span")
         bare = region.strip()
-        if 0 < len(bare) <= _SHORT and "\n" not in bare and not _PROSE.search(bare):
-            return _checked(bare, "whole")
+        if 0 < len(bare) <= MAX_ANSWER_CHARS and "\n" not in bare and not _PROSE.search(bare):
+            return _checked(bare, "whole")  # a bare answer, however long: no box, no `$`, no sentence
         if last_number:
-            numbers = _NUMBER.findall(region)
-            if numbers:
-                return _checked(numbers[-1].rstrip(".,"), "last_number")
+            found = _last_number_run(region)
+            if found is not None:
+                return _checked(found, "last_number")
     return Extraction(None, NO_ANSWER, why="no boxed answer and no answer statement")
+
+
+def reference_answer(reference: str) -> str:
+    """The answer a reference states. A bare answer is itself; a full solution gives its answer
+    the way a completion does: its last box (several different boxes list several values, as
+    `\\boxed{1} and \\boxed{2}`), a final `#### 72` line, or a closing "the answer is ..." statement."""
+    if "\\boxed" in reference or "\\fbox" in reference:
+        found = extract_answer(reference, loose=False)
+        if found.reason == HEDGE and found.candidates:
+            return ", ".join(found.candidates)
+        if found.answer is not None:
+            return found.answer
+        closed = [b.content for b in find_boxes(reference) if b.closed]
+        return ", ".join(closed) if closed else reference
+    if "####" in reference:
+        answer = reference.rpartition("####")[2].strip().partition("\n")[0].strip()
+        return answer or reference
+    if len(reference) > 80 and _PROSE.search(reference):  # a worked solution without a box
+        found = extract_answer(reference, loose=False)
+        if found.answer is not None and found.reason is None:
+            return found.answer
+    return reference
 
 
 def _checked(answer: str, source: str) -> Extraction:
@@ -163,14 +195,9 @@ def _statement(pattern: re.Pattern[str]):
         if last is None:
             return None
         rest = region[last.end():].lstrip()
-        if rest.startswith("$"):  # "the answer is $\frac{1}{2}$." -> the math span
-            close = rest.find("$", 1 if not rest.startswith("$$") else 2)
-            if close > 0:
-                return strip_math_delimiters(rest[:close + 1])
-        if rest.startswith("\\(") or rest.startswith("\\["):
-            close = rest.find("\\)" if rest.startswith("\\(") else "\\]")
-            if close > 0:
-                return rest[2:close]
+        spans = _spans(rest)
+        if spans and spans[0][0] == 0:  # "the answer is $\frac{1}{2}$." -> the math span(s)
+            return _run(rest, spans, 0, forward=True)
         m = _SENTENCE_END.search(rest)
         answer = rest[:m.start()] if m else rest
         verbs = list(_IS.finditer(answer))
@@ -188,22 +215,106 @@ def _statement(pattern: re.Pattern[str]):
 
 
 def _last_math_span(text: str) -> str | None:
-    """The content of the last `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` span in `text`."""
-    best: tuple[int, str] | None = None
-    for opener, closer in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)")):
-        end = text.rfind(closer)
-        if end > 0:
-            start = text.rfind(opener, 0, end)
-            if start >= 0 and text[start + len(opener):end].strip() and (best is None or end > best[0]):
-                best = (end, text[start + len(opener):end])
-    dollars = [i for i, ch in enumerate(text) if ch == "$" and (i == 0 or text[i - 1] != "\\")]
-    found = set(dollars)
-    singles = [i for i in dollars if i + 1 not in found and i - 1 not in found]
-    if len(singles) >= 2 and len(singles) % 2 == 0:
-        start, end = singles[-2], singles[-1]
-        if text[start + 1:end].strip() and (best is None or end > best[0]):
-            best = (end, text[start + 1:end])
-    return best[1].strip() if best else None
+    """The content of the last math span in `text` (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`, or a
+    bare matrix environment); spans joined by "or", "and" or commas come back joined."""
+    spans = _spans(text)
+    return _run(text, spans, len(spans) - 1, forward=False) if spans else None
+
+
+def _spans(text: str) -> list[tuple[int, int, str]]:
+    """The math spans of `text` as (start, end, content), in order, outer spans only. Dollars pair
+    up left to right; with an odd count the first one is taken for a currency sign. Linear."""
+    found: list[tuple[int, int, str]] = []
+    singles, doubles = [], []
+    i = text.find("$")
+    while 0 <= i < len(text):
+        if i > 0 and text[i - 1] == "\\":
+            i = text.find("$", i + 1)
+            continue
+        if text.startswith("$$", i):
+            doubles.append(i)
+            i = text.find("$", i + 2)
+        else:
+            singles.append(i)
+            i = text.find("$", i + 1)
+    for marks, width in ((singles, 1), (doubles, 2)):
+        marks = marks[len(marks) % 2:]
+        found.extend((marks[k], marks[k + 1] + width, text[marks[k] + width:marks[k + 1]])
+                     for k in range(0, len(marks), 2))
+    for opener, closer in (("\\(", "\\)"), ("\\[", "\\]")):
+        i = text.find(opener)
+        while i >= 0:
+            if i > 0 and text[i - 1] == "\\":  # `\\[2pt]`: a row break, not display math
+                i = text.find(opener, i + 2)
+                continue
+            j = text.find(closer, i + 2)
+            if j < 0:
+                break
+            found.append((i, j + 2, text[i + 2:j]))
+            i = text.find(opener, j + 2)
+    for m in _ENV.finditer(text):
+        end = text.find(f"\\end{{{m.group(1)}}}", m.end())
+        if end >= 0:
+            end += len(m.group(1)) + 6
+            found.append((m.start(), end, text[m.start():end]))
+    found.sort(key=lambda span: (span[0], -span[1]))
+    outer: list[tuple[int, int, str]] = []
+    for span in found:
+        if span[2].strip() and (not outer or span[0] >= outer[-1][1]):
+            outer.append(span)
+    return outer
+
+
+def _joined(between: str) -> str | None:
+    """How two neighbouring answers are joined: " or ", " and ", ", ", or None (not a join)."""
+    between = between.strip()
+    if _JOIN_OR.fullmatch(between):
+        return " or "
+    if _JOIN_AND.fullmatch(between):
+        return " and " if "and" in between.lower() else ", "
+    return None
+
+
+def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool) -> str:
+    """The answer at `spans[at]`, joined with its neighbours when they are alternatives (`$12$ or
+    $13$`, `$3$, $4$ and $5$`): the hedge rule then sees the whole list. A join by "or" always
+    counts; by "and" or a comma only when the list ends the sentence (`$5$, and $x$ is ...` is
+    the answer 5 followed by more prose)."""
+    joins: list[str] = []
+    step = 1 if forward else -1
+    k = at
+    while 0 <= k + step < len(spans):
+        left, right = sorted((k, k + step))
+        join = _joined(text[spans[left][1]:spans[right][0]])
+        if join is None:
+            break
+        joins.append(join)
+        k += step
+    first, last = (at, k) if forward else (k, at)
+    if not forward:
+        joins.reverse()
+    if first == last:
+        return spans[at][2].strip()
+    sentence_end = _SENTENCE_END.search(text, spans[last][1])
+    after = text[spans[last][1]:sentence_end.start() if sentence_end else len(text)]
+    if " or " not in joins and not _NOTHING_MORE.fullmatch(after):
+        return spans[at][2].strip()
+    parts = [spans[first][2].strip()]
+    for join, span in zip(joins, spans[first + 1:last + 1]):
+        parts.append(join + span[2].strip())
+    return "".join(parts)
+
+
+def _last_number_run(region: str) -> str | None:
+    """The last number of the text, joined with the numbers before it when they are alternatives
+    (`12 or 13`), by the same rule as math spans."""
+    spans = []
+    for m in _NUMBER.finditer(region):
+        number = m.group().rstrip(".,")
+        spans.append((m.start(), m.start() + len(number), number))
+    if not spans:
+        return None
+    return _run(region, spans, len(spans) - 1, forward=False)
 
 
 def _gsm8k(region: str) -> str | None:
