@@ -126,5 +126,7 @@ for _name, _target, _desc in [
     ("repetition", "rlvr.verifiers.format:RepetitionPenalty", "penalty for repeated n-grams"),
     ("math", "rlvr.verifiers.math:MathVerifier", "final-answer equivalence for math (boxed, LaTeX, sympy, hard timeouts)"),
     ("code", "rlvr.verifiers.code:CodeVerifier", "fraction of unit tests passed in the Docker sandbox"),
+    ("instructions", "rlvr.verifiers.instructions:InstructionVerifier",
+     "IFEval-style instruction following (25 instruction types, strict or loose, per-instruction reasons)"),
 ]:
     register_verifier(_name, _target, _desc)
