@@ -34,7 +34,7 @@ import marshal
 import os
 import sys
 
-_MAX_TOKENS = 10_000_000  # a cyclic value would otherwise never end
+_MAX_TOKENS = 2_000_000  # a cyclic value would otherwise never end (the judge takes 16 MB at most)
 _DICT_TYPES = ("Counter", "OrderedDict", "defaultdict")
 _ESCAPES = {i: f"\\u{i:04x}" for i in [*range(32), *range(0xD800, 0xE000)]}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
@@ -52,46 +52,51 @@ def _text(value):
     return '"' + str.translate(value, _ESCAPES) + '"'
 
 
+def _float(value):
+    text = float.__repr__(value)
+    return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
+
+
+_SCALARS = {int: int.__repr__, str: _text, float: _float, bool: lambda v: "true" if v else "false",
+            type(None): lambda v: "null"}
+
+
 def encode(value):
     """JSON text of `value` as flat tokens in prefix order (no recursion, so no depth limit)."""
-    parts, todo = [], [value]
+    parts, todo, budget = [], [value], _MAX_TOKENS
+    append, pop, scalars = parts.append, todo.pop, _SCALARS
     while todo:
-        if len(parts) >= _MAX_TOKENS:
-            raise ValueError("value too large (or cyclic)")
-        value = todo.pop()
+        value = pop()
         kind = type(value)
-        if value is None:
-            parts.append("null")
-        elif kind is bool:
-            parts.append("true" if value else "false")
-        elif kind is int:
-            parts.append(int.__repr__(value))
-        elif kind is float:
-            text = float.__repr__(value)
-            parts.append({"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text))
-        elif kind is str:
-            parts.append(_text(value))
-        elif kind is list or kind is tuple or (isinstance(value, tuple) and hasattr(kind, "_fields")):
+        scalar = scalars.get(kind)
+        if scalar is not None:
+            append(scalar(value))
+            continue
+        if kind is list or kind is tuple or (isinstance(value, tuple) and hasattr(kind, "_fields")):
             items = list(list.__iter__(value) if kind is list else tuple.__iter__(value))
-            parts.append(_head("list" if kind is list else "tuple", len(items)))  # namedtuples as tuples
-            todo.extend(reversed(items))
+            append(_head("list" if kind is list else "tuple", len(items)))  # namedtuples as tuples
         elif _plain_dict(value, kind):  # Counter == dict holds in Python too
             pairs = list(dict.items(value))
-            parts.append(_head("dict", len(pairs)))
-            for key, item in reversed(pairs):
-                todo.append(item)
-                todo.append(key)
+            append(_head("dict", len(pairs)))
+            items = [x for pair in pairs for x in pair]
         elif kind is set or kind is frozenset:
             items = list(value)
-            parts.append(_head(kind.__name__, len(items)))
-            todo.extend(items)
+            append(_head(kind.__name__, len(items)))
         elif kind is bytes:
-            parts.append(_leaf("bytes", '"' + bytes.hex(value) + '"'))
+            append(_leaf("bytes", '"' + bytes.hex(value) + '"'))
+            continue
         elif kind is complex:
-            parts.append(_leaf("complex", f"[{encode(value.real)[1:-1]},{encode(value.imag)[1:-1]}]"))
+            append(_leaf("complex", f"[{_float(value.real)},{_float(value.imag)}]"))
+            continue
         else:
             _handles.append(value)
-            parts.append(_leaf("handle", str(len(_handles) - 1)))
+            append(_leaf("handle", str(len(_handles) - 1)))
+            continue
+        budget -= len(items) + 1
+        if budget < 0:
+            raise ValueError("value too large (or cyclic)")
+        items.reverse()
+        todo.extend(items)
     return "[" + ",".join(parts) + "]"
 
 
