@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from rlvr.verifiers.boxes import final_region, find_boxes
 from rlvr.verifiers.core import HEDGE, NO_ANSWER
 from rlvr.verifiers.math.normalize import normalize, undouble_backslashes
+from rlvr.verifiers.math.numeric import to_rational
 
 MAX_ANSWER_CHARS = 2000  # a longer "answer" is not a final answer but a dump
+_LIST_GAP = 40  # boxes this close in a reference (`x = \\boxed{1}, y = \\boxed{2}`) list values
 MAX_BOXES = 64  # only the last boxes are compared: a longer stream is a hedge either way
 _PROSE = re.compile(r"[A-Za-z]{2,}[\s,.]+[A-Za-z]{2,}")  # two words in a row: a sentence, not an answer
 
@@ -104,11 +106,16 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
 
 def reference_answer(reference: str) -> str:
     """The answer a reference states. A bare answer is itself; a full solution gives its answer
-    the way a completion does: its last box (several different boxes list several values, as
-    `\\boxed{1} and \\boxed{2}`), a final `#### 72` line, or a closing "the answer is ..." statement."""
+    the way a completion does: its last box (boxes a few words apart, as in `\\boxed{1} and
+    \\boxed{2}`, list several values; boxes sentences apart are intermediate results then the
+    answer), a final `#### 72` line, or a closing "the answer is ..." statement."""
     if "\\boxed" in reference or "\\fbox" in reference:
         found = extract_answer(reference, loose=False)
         if found.reason == HEDGE and found.candidates:
+            boxes = [b for b in find_boxes(reference) if b.closed]
+            gaps = [reference[_box_end(reference, a):b.start] for a, b in zip(boxes, boxes[1:])]
+            if any(len(gap) > _LIST_GAP or _SENTENCE_END.search(gap) for gap in gaps):
+                return found.candidates[-1]  # a worked solution boxing an intermediate result
             return ", ".join(found.candidates)
         if found.answer is not None:
             return found.answer
@@ -279,7 +286,7 @@ def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool
     """The answer at `spans[at]`, joined with its neighbours when they are alternatives (`$12$ or
     $13$`, `$3$, $4$ and $5$`): the hedge rule then sees the whole list. A join by "or" always
     counts; by "and" or a comma only when the list ends the sentence (`$5$, and $x$ is ...` is
-    the answer 5 followed by more prose)."""
+    the answer 5 followed by more prose), or when every item is a plain number (`12 and 13 apples`)."""
     joins: list[str] = []
     step = 1 if forward else -1
     k = at
@@ -295,14 +302,18 @@ def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool
         joins.reverse()
     if first == last:
         return spans[at][2].strip()
-    sentence_end = _SENTENCE_END.search(text, spans[last][1])
-    after = text[spans[last][1]:sentence_end.start() if sentence_end else len(text)]
-    if " or " not in joins and not _NOTHING_MORE.fullmatch(after):
-        return spans[at][2].strip()
+    if " or " not in joins and not all(_is_number(span[2]) for span in spans[first:last + 1]):
+        sentence_end = _SENTENCE_END.search(text, spans[last][1])
+        if not _NOTHING_MORE.fullmatch(text[spans[last][1]:sentence_end.start() if sentence_end else len(text)]):
+            return spans[at][2].strip()
     parts = [spans[first][2].strip()]
     for join, span in zip(joins, spans[first + 1:last + 1]):
         parts.append(join + span[2].strip())
     return "".join(parts)
+
+
+def _is_number(text: str) -> bool:
+    return len(text) < 100 and to_rational(normalize(text)) is not None
 
 
 def _last_number_run(region: str) -> str | None:

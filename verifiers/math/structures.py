@@ -140,7 +140,7 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
 
 
 def _single(s: str) -> Node:
-    if s.count("\\begin{") > 1 or (not s.startswith("\\begin{") and "matrix}" in s):
+    if "matrix}" in s and (s.count("\\begin{") > 1 or not _MATRIX.match(s)):
         from rlvr.verifiers.math import matrices  # matrices uses this module's splitter
 
         entries = matrices.evaluate(s)
