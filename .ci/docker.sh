@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI: make a Docker engine answer and the rlvr sandbox image exist, offline if need be.
+# CI: make a Docker engine answer and the rlvr sandbox images exist, offline if need be.
 # Idempotent: installs only what is missing, starts dockerd only if no engine answers,
 # and builds the image only if its tag (a hash of the harness) is not there yet.
 set -euo pipefail
@@ -39,3 +39,7 @@ if [ ! -x "$PY" ]; then
 fi
 "$PY" -m rlvr sandbox build
 "$PY" -m rlvr sandbox check
+# The image with the C, C++, Java, JavaScript, Go and Rust toolchains (tests/test_sandbox_languages.py).
+# debootstrap keeps its .debs in $RLVR_DEB_CACHE (default ~/.cache/rlvr/debs): keep that folder
+# between runs and a rebuild downloads nothing.
+"$PY" -m rlvr sandbox build --languages

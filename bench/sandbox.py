@@ -8,7 +8,14 @@ with the same number of parallel workers. `overhead_vs_subprocess` is how much s
 isolated pool is than no isolation at all (1.0 = free). Every verdict is checked: a
 solution that does not pass aborts the benchmark.
 
-Usage: python bench/sandbox.py [--workers N] [--mbpp N] [--docker-run N]
+Then, per language (Python, C, C++, Java, JavaScript, Go, Rust), a small solve-and-run
+stdin/stdout job (compile once, run on 3 cases) through the warm pool, against the same
+program compiled and run unisolated with plain `subprocess.run` calls (same argv and flags,
+the host's toolchains), with the same number of parallel jobs. RESULT gains `languages`:
+[{"language", "jobs_per_s", "subprocess_jobs_per_s", "overhead"}], overhead = pool time /
+subprocess time.
+
+Usage: python bench/sandbox.py [--workers N] [--mbpp N] [--docker-run N] [--lang-jobs N] [--only-languages]
 """
 
 from __future__ import annotations
@@ -17,14 +24,18 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from rlvr.sandbox import languages
 from rlvr.sandbox.docker_backend import DockerWorker
+from rlvr.sandbox.image import image_tag
 from rlvr.sandbox.pool import SandboxPool, default_size
-from rlvr.sandbox.protocol import Job
+from rlvr.sandbox.protocol import Job, Limits
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -68,12 +79,95 @@ def docker_run_each(pool: SandboxPool, jobs: list[Job], workers: int) -> float:
     return elapsed
 
 
+# The same small task in every language: print the sum of the integers on stdin.
+SUM_PROGRAMS = {
+    "python": "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
+    "c": '#include <stdio.h>\nint main(void){long x,s=0;while(scanf("%ld",&x)==1)s+=x;printf("%ld\\n",s);return 0;}\n',
+    "cpp": "#include <iostream>\nint main(){long x,s=0;while(std::cin>>x)s+=x;std::cout<<s<<'\\n';}\n",
+    "java": "import java.io.*;import java.util.*;\npublic class Main{public static void main(String[] a) throws IOException{"
+            "BufferedReader r=new BufferedReader(new InputStreamReader(System.in));long s=0;String l;"
+            "while((l=r.readLine())!=null){StringTokenizer t=new StringTokenizer(l);while(t.hasMoreTokens())"
+            "s+=Long.parseLong(t.nextToken());}System.out.println(s);}}\n",
+    "javascript": "const t=require('fs').readFileSync(0,'utf8').split(/\\s+/).filter(Boolean);"
+                  "console.log(t.reduce((s,x)=>s+Number(x),0));\n",
+    "go": 'package main\nimport ("bufio";"fmt";"os")\nfunc main(){r:=bufio.NewReader(os.Stdin);var s,x int64;'
+          'for{if _,e:=fmt.Fscan(r,&x);e!=nil{break};s+=x};fmt.Println(s)}\n',
+    "rust": "use std::io::Read;\nfn main(){let mut s=String::new();std::io::stdin().read_to_string(&mut s).unwrap();"
+            "let t:i64=s.split_whitespace().map(|x|x.parse::<i64>().unwrap()).sum();println!(\"{}\",t);}\n",
+}
+SUM_CASES = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7 9\n", "output": "21\n"},
+             {"input": " ".join(map(str, range(1000))) + "\n", "output": f"{sum(range(1000))}\n"}]
+HOST_PATH = "/usr/local/bin:/usr/bin:/bin"  # the toolchains apt installed, as in the image
+
+
+def subprocess_job(language: str) -> bool:
+    """The job unisolated: compile with the same argv, then one plain subprocess per case."""
+    code = SUM_PROGRAMS[language]
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as scratch:
+        source, compile_argv, run_argv, env = languages.plan(language, code, Limits().memory_mb, scratch)
+        env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": scratch, **env}
+        Path(scratch, source).write_text(code)
+        if compile_argv:
+            subprocess.run(compile_argv, cwd=scratch, env=env, check=True, capture_output=True, timeout=120)
+        argv = run_argv or ["python3", source]
+        for case in SUM_CASES:
+            out = subprocess.run(argv, cwd=scratch, env=env, input=case["input"].encode(), capture_output=True,
+                                 timeout=60)
+            if out.returncode != 0 or out.stdout.decode() != case["output"]:
+                return False
+    return True
+
+
+def bench_languages(workers: int, n_jobs: int, only: list[str]) -> list[dict]:
+    """Jobs/s per language: the warm pool (the languages image for all but Python) against
+    plain subprocesses, the two interleaved per language so that load hits both alike."""
+    rows = []
+    python_pool = SandboxPool(backend="docker", size=workers) if "python" in only else None
+    others = [lang for lang in only if lang != "python"]
+    lang_pool = SandboxPool(backend="docker", size=workers, image=image_tag(languages=True)) if others else None
+    try:
+        for language in only:
+            pool = python_pool if language == "python" else lang_pool
+            n = n_jobs * (4 if language == "python" else 1)
+            jobs = [Job(code=SUM_PROGRAMS[language], io_tests=SUM_CASES, language=language, timeout=20.0)
+                    for _ in range(n)]
+            timed_batch(pool, jobs[:workers])  # warm: first compile of each toolchain reads it from disk
+            with ThreadPoolExecutor(max_workers=workers) as executor:
+                assert all(executor.map(subprocess_job, [language] * workers)), f"{language}: subprocess failed"
+            pool_s = timed_batch(pool, jobs)
+            start = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=workers) as executor:
+                ok = list(executor.map(subprocess_job, [language] * n))
+            sub_s = time.perf_counter() - start
+            if not all(ok):
+                raise SystemExit(f"{language}: the unisolated program failed")
+            rows.append({"language": language, "jobs_per_s": round(n / pool_s, 2),
+                         "subprocess_jobs_per_s": round(n / sub_s, 2), "overhead": round(pool_s / sub_s, 3)})
+            print(f"{language:10s} {n:4d} jobs  pool {n / pool_s:7.2f}/s  subprocess {n / sub_s:7.2f}/s  "
+                  f"overhead {pool_s / sub_s:5.2f}x", flush=True)
+    finally:
+        for pool in (python_pool, lang_pool):
+            if pool is not None:
+                pool.close()
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=default_size(), help="per backend (default: 2 per CPU)")
     parser.add_argument("--mbpp", type=int, default=200, help="MBPP problems to include")
     parser.add_argument("--docker-run", type=int, default=40, help="problems for the docker-run peer (slow)")
+    parser.add_argument("--lang-jobs", type=int, default=12, help="jobs per compiled language (Python: 4x)")
+    parser.add_argument("--languages", default=",".join(languages.LANGUAGES), help="comma-separated")
+    parser.add_argument("--only-languages", action="store_true", help="skip the HumanEval/MBPP part")
     args = parser.parse_args()
+    only = [languages.canonical(x) for x in args.languages.split(",")]
+    if None in only:
+        parser.error(f"--languages takes {', '.join(languages.LANGUAGES)}")
+    if args.only_languages:
+        rows = bench_languages(args.workers, args.lang_jobs, only)
+        print("RESULT " + json.dumps({"languages": rows, "load_average": os.getloadavg()}))
+        return 0
     if not (DATASETS / "humaneval" / "HumanEval.jsonl").exists():
         print(f"datasets not found under {DATASETS}", file=sys.stderr)
         return 1
@@ -117,6 +211,8 @@ def main() -> int:
         "subprocess_problems_per_s": round(local_rate, 2),
         "overhead_vs_subprocess": round(local_rate / rlvr_rate, 3),
         "humaneval_rlvr_problems_per_s": round(len(he_jobs) / rlvr_he, 2),
+        "languages": bench_languages(args.workers, args.lang_jobs, only),
+        "load_average": os.getloadavg(),
     }
     print("RESULT " + json.dumps(result))
     return 0

@@ -31,7 +31,7 @@ Everything that decides the verdict stays on this side:
   Whatever bytes a patched encoder sends are still just a value that the trusted
   comparison must accept. Each assert runs here, so patched builtins, `assert` rewriting,
   `atexit`, `sys.excepthook` or a replaced `AssertionError` in the runner change nothing.
-* **Exit status and printed text are ignored.** `sys.exit(0)`, `os._exit(0)` or
+* **Exit status and printed text are ignored by function-call tests.** `sys.exit(0)`, `os._exit(0)` or
   `SystemExit` in a test only end the runner early: every test it did not answer fails.
   "PASSED" lines on stdout or fd 1 are just captured output.
 * **The judge cannot be touched.** The job user holds no capabilities, so it can neither
@@ -49,8 +49,15 @@ Everything that decides the verdict stays on this side:
   or `.pth` file has nothing to hook into.
 
 Statuses: `passed` (every test passed), `failed`, `timeout` (wall clock, enforced here with
-SIGKILL), `memory`, `crash` (the program died or broke the protocol), `error` (this side
-failed: an infrastructure error, never the model's fault).
+SIGKILL, or a program that does not end when a real run would), `memory` (the container's
+OOM counter rose, or the runtime reported a failed allocation), `crash` (the program died
+by a signal the judge did not send, or broke the protocol), `compile_error` (another
+language's compiler refused it), `error` (this side failed: an infrastructure error, never
+the model's fault).
+
+Other languages (`languages.py`) take stdin/stdout tests only: the runner writes the source
+into scratch and execs the compiler once, then execs the binary once per case, each time
+as the job user under the same limits, and the same sweep and wipe follow the job.
 """
 
 from __future__ import annotations
