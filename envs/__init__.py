@@ -34,6 +34,7 @@ BUILTINS = [
     ("rlvr/StdioCode-v0", "stdio_code", "packaged stdin/stdout programming problems, scored in the sandbox (difficulty 1-3)"),
     ("rlvr/CodeFeedback-v0", "code_feedback", "multi-turn code: failing tests come back (tasks mbpp/humaneval/codegen/stdio, max_turns)"),
     ("rlvr/MathSelfCheck-v0", "math_self_check", "math with an optional self-check turn (tasks arithmetic/gsm8k/math500/...)"),
+    ("rlvr/InstructionFollowing-v0", "instruction_following", "writing requests with 1-3 IFEval-style instructions (difficulty, mode strict/loose, partial)"),
 ]
 
 register_verifier("countdown", "rlvr.envs.tasks_countdown:CountdownVerifier",

@@ -13,6 +13,7 @@ from rlvr.envs.tasks_arithmetic import ArithmeticTasks
 from rlvr.envs.tasks_code import CodeTasks
 from rlvr.envs.tasks_countdown import CountdownTasks
 from rlvr.envs.tasks_fractions import FractionTasks
+from rlvr.envs.tasks_instructions import InstructionTasks
 from rlvr.envs.tasks_stdio import StdioTasks
 
 CODE_SOURCES = {"mbpp": MBPPTasks, "humaneval": HumanEvalTasks, "codegen": CodeTasks, "stdio": StdioTasks}
@@ -44,5 +45,6 @@ math500 = env_factory(MathTasks)
 humaneval = env_factory(HumanEvalTasks)
 mbpp = env_factory(MBPPTasks)
 stdio_code = env_factory(StdioTasks)
+instruction_following = env_factory(InstructionTasks)
 code_feedback = env_factory(_pick(CODE_SOURCES), CodeFeedbackEnv, ("max_turns",))
 math_self_check = env_factory(_pick(MATH_SOURCES), MathSelfCheckEnv, ("self_check",))
