@@ -5,15 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr.envs.base import env_factory
-from rlvr.envs.datasets import GSM8KTasks, HumanEvalTasks, MathTasks, MBPPTasks
+from rlvr.envs.datasets import (
+    AIMETasks,
+    DeepScaleRTasks,
+    GSM8KTasks,
+    HumanEvalTasks,
+    MathTasks,
+    MathTrainTasks,
+    MBPPTasks,
+)
 from rlvr.envs.multiturn import CodeFeedbackEnv, MathSelfCheckEnv
 from rlvr.envs.tasks import TaskSource
 from rlvr.envs.tasks_algebra import LinearEquationTasks
 from rlvr.envs.tasks_arithmetic import ArithmeticTasks
 from rlvr.envs.tasks_code import CodeTasks
+from rlvr.envs.tasks_contests import APPSTasks, CodeContestsTasks, TACOTasks
 from rlvr.envs.tasks_countdown import CountdownTasks
 from rlvr.envs.tasks_fractions import FractionTasks
 from rlvr.envs.tasks_instructions import InstructionTasks
+from rlvr.envs.tasks_reasoning_gym import ReasoningGymTasks
 from rlvr.envs.tasks_stdio import StdioTasks
 
 CODE_SOURCES = {"mbpp": MBPPTasks, "humaneval": HumanEvalTasks, "codegen": CodeTasks, "stdio": StdioTasks}
@@ -23,6 +33,14 @@ MATH_SOURCES = {"arithmetic": ArithmeticTasks, "gsm8k": GSM8KTasks, "math500": M
 
 def _linear_system(unknowns: int = 2, **kwargs: Any) -> LinearEquationTasks:
     return LinearEquationTasks(unknowns=unknowns, **kwargs)
+
+
+def _aime(year: int) -> Any:
+    def source(**kwargs: Any) -> AIMETasks:
+        return AIMETasks(year=year, **kwargs)
+
+    source.__name__ = f"aime{year}"
+    return source
 
 
 def _pick(table: dict[str, type[TaskSource]]):
@@ -46,5 +64,13 @@ humaneval = env_factory(HumanEvalTasks)
 mbpp = env_factory(MBPPTasks)
 stdio_code = env_factory(StdioTasks)
 instruction_following = env_factory(InstructionTasks)
+math_full = env_factory(MathTrainTasks)
+deepscaler = env_factory(DeepScaleRTasks)
+aime2024 = env_factory(_aime(2024))
+aime2025 = env_factory(_aime(2025))
+code_contests = env_factory(CodeContestsTasks)
+taco = env_factory(TACOTasks)
+apps = env_factory(APPSTasks)
+reasoning_gym = env_factory(ReasoningGymTasks)  # rg/<dataset>-v0, with kwargs {"dataset": ...}
 code_feedback = env_factory(_pick(CODE_SOURCES), CodeFeedbackEnv, ("max_turns",))
 math_self_check = env_factory(_pick(MATH_SOURCES), MathSelfCheckEnv, ("self_check",))

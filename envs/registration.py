@@ -27,13 +27,15 @@ from rlvr.verifiers.core import Verifier
 def register_env(env_id: str, tasks: TaskSource | Callable[..., TaskSource] | Sequence[Any] | None = None,
                  verifier: Verifier | str | None = None, *, description: str = "",
                  entry_point: str | Callable[..., gym.Env] | None = None, kwargs: dict[str, Any] | None = None,
-                 env_class: type[TaskEnv] = TaskEnv, replace: bool = False) -> None:
+                 env_class: type[TaskEnv] = TaskEnv, replace: bool = False, family: str = "") -> None:
     """Make `env_id` available to `gymnasium.make` and list it in `rlvr list`.
 
     Give either `tasks` (with an optional `verifier`, default: the source's own, which for
     a plain list of tasks is the math verifier on a boxed answer) or a ready `entry_point`
     (a callable or "module:attr" returning a `gymnasium.Env`).
-    `kwargs` are default keyword arguments for `gymnasium.make`.
+    `kwargs` are default keyword arguments for `gymnasium.make`. `family` groups the id in
+    `rlvr list` ("arithmetic", "code", ...). A "module:attr" entry point is imported only
+    when the env is made, so registering costs nothing.
     """
     try:
         parse_env_id(env_id)
@@ -47,7 +49,7 @@ def register_env(env_id: str, tasks: TaskSource | Callable[..., TaskSource] | Se
         entry_point = _entry_point(tasks, verifier, env_class)
     elif verifier is not None:
         raise ValueError("verifier= goes with tasks=, not with entry_point=")
-    register_env_entry(env_id, entry_point, description, replace=True)
+    register_env_entry(env_id, entry_point, description, replace=True, family=family)
     gym.registry.pop(env_id, None)  # re-registering replaces, quietly
     gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs or {}))
 

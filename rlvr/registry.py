@@ -26,6 +26,7 @@ class Entry:
     name: str
     target: str | Callable[..., Any]  # "module:attr" or a callable
     description: str
+    family: str = ""  # envs: what kind of task ("arithmetic", "code", ...), for `rlvr list --family`
 
     def load(self) -> Callable[..., Any]:
         if callable(self.target):
@@ -60,9 +61,9 @@ def list_verifiers() -> dict[str, str]:
 
 
 def register_env_entry(env_id: str, entry_point: str | Callable[..., Any], description: str = "", *,
-                       replace: bool = False) -> None:
+                       replace: bool = False, family: str = "") -> None:
     """Record an env id for `rlvr list`; `rlvr.envs` also registers it with gymnasium."""
-    _add(_ENVS, "env", env_id, entry_point, description, replace)
+    _add(_ENVS, "env", env_id, entry_point, description, replace, family)
 
 
 def list_envs() -> dict[str, str]:
@@ -72,12 +73,19 @@ def list_envs() -> dict[str, str]:
     return {k: e.description for k, e in sorted(_ENVS.items())}
 
 
-def _add(table, kind, name, target, description, replace):
+def env_entries() -> list[Entry]:
+    """Registered envs with their families, sorted by id."""
+    _load_builtin_envs()
+    _load_plugins()
+    return [e for _, e in sorted(_ENVS.items())]
+
+
+def _add(table, kind, name, target, description, replace, family=""):
     if not isinstance(name, str) or not name:
         raise RegistryError(f"{kind} name must be a non-empty string, got {name!r}")
     if name in table and not replace and table[name].target != target:
         raise RegistryError(f"{kind} {name!r} is already registered (pass replace=True to override)")
-    table[name] = Entry(name, target, (description or "").strip().splitlines()[0] if description else "")
+    table[name] = Entry(name, target, (description or "").strip().splitlines()[0] if description else "", family)
 
 
 def _get(table, kind, name):
