@@ -31,7 +31,12 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: lint
+# The judge and `rlvr eval --endpoint` tests start the real llama.cpp server: install it (built once, then cached).
+.PHONY: llama-server
+llama-server: $(STAMP)
+	VENV=$(VENV) .ci/llama_server.sh
+
+test: lint llama-server
 	$(VENV)/bin/pytest -q
 
 bench: $(STAMP)

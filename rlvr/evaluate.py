@@ -142,6 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", metavar="PATH", help="write every sample as JSON lines to PATH")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--endpoint", metavar="URL", help="evaluate the model --model NAME served at this "
+                        "OpenAI-compatible URL (vLLM, SGLang, llama.cpp); every turn of multi-turn envs")
+    parser.add_argument("--concurrency", type=int, default=8, help="episodes in flight with --endpoint (default 8)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request with --endpoint")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,16 +162,21 @@ def run(args: argparse.Namespace) -> int:
     from rlvr.envs import make
 
     make(args.env, **env_kwargs).close()  # a bad id, split or path fails before a model loads
-    if args.policy:
+    if args.policy and not args.endpoint:
         policy = _load_policy(args.policy)
-    else:
+    elif not args.endpoint:
         from rlvr.trainer.models import load_model
 
         model, tokenizer = load_model(args.model)
         policy = model_policy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               top_p=args.top_p, seed=args.seed)
-    result = evaluate(args.env, policy, n=args.n, ks=ks, limit=args.limit, batch_size=args.batch_size,
-                      env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress)
+    if args.endpoint:
+        from rlvr.endpoint import run_eval
+
+        result = run_eval(args, env_kwargs, ks)
+    else:
+        result = evaluate(args.env, policy, n=args.n, ks=ks, limit=args.limit, batch_size=args.batch_size,
+                          env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             for sample in result.samples:

@@ -136,5 +136,6 @@ for _name, _target, _desc in [
     ("code", "rlvr.verifiers.code:CodeVerifier", "fraction of unit tests passed in the Docker sandbox"),
     ("instructions", "rlvr.verifiers.instructions:InstructionVerifier",
      "IFEval-style instruction following (25 instruction types, strict or loose, per-instruction reasons)"),
+    ("judge", "rlvr.verifiers.judge:JudgeVerifier", "LLM judge behind an OpenAI-compatible endpoint, with a rubric"),
 ]:
     register_verifier(_name, _target, _desc)
