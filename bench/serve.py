@@ -1,20 +1,24 @@
 #!/usr/bin/env python
-"""Load test of `rlvr serve`: N concurrent clients x M requests from this process, on loopback.
+"""Load test of `rlvr serve`: N concurrent clients x M requests of mixed kinds, on loopback.
 
-The server runs in its own process (`python -m rlvr serve --port 0`, with a bearer token)
-and scores batches of real GSM8K answers with the `math` verifier, half of them right and
-half wrong, so every response can be checked: a wrong score, a non-200 status or a
-transport failure counts as an error. The peer, measured in the same run on the same
-batches, is the same scoring done in-process (`score_items`, one batch after another),
-which is what an adapter pays without HTTP; `ratio_vs_in_process` is items/s over HTTP
-divided by items/s in-process.
+The server runs in its own process (`python -m rlvr serve --port 0`, with a bearer token).
+Requests of three kinds are interleaved, each client cycling through them:
+- `math`: batches of real GSM8K answers scored by the `math` verifier;
+- `format`: batches of think-format completions scored by `think_format`;
+- `code`: small batches of real HumanEval solutions run by the `code` verifier in the
+  Docker sandbox (`mode: all`).
+Half the items of every batch are right and half wrong, so every response can be checked:
+a wrong score, a non-200 status or a transport failure counts as an error. The peer,
+measured in the same run on the same batches, is the same scoring done in-process
+(`score_items`, one batch after another), which is what an adapter pays without HTTP;
+`ratio_vs_in_process` is items/s over HTTP divided by items/s in-process.
 
 The run is bounded: M requests per client, and `--max-seconds` after which the clients
 stop early. The server is stopped with SIGTERM at the end and must exit 0.
 
-    python bench/serve.py [--clients 8] [--requests 50] [--batch 16] [--max-seconds 120]
+    python bench/serve.py [--clients 128] [--requests 3] [--batch 16] [--code-batch 2] [--max-seconds 600]
 
-Ends with `RESULT {"requests_per_s": ..., "p50_ms": ..., "p99_ms": ..., "errors": ...}`.
+Ends with `RESULT {"clients": ..., "errors": ..., "p50_ms": {kind: ...}, "p99_ms": {kind: ...}, ...}`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = ROOT.parent / "shared" / "datasets" / "gsm8k" / "test.jsonl"
+HUMANEVAL = ROOT.parent / "shared" / "datasets" / "humaneval" / "HumanEval.jsonl"
 TOKEN = "bench-serve-token"
+KINDS = ("math", "format", "code")
+REQUEST = {"math": {"verifier": "math"}, "format": {"verifier": "think_format"},
+           "code": {"verifier": "code", "options": {"mode": "all"}}}
 
 
 def make_batches(n_batches: int, batch: int) -> list[list[dict]]:
@@ -54,6 +62,30 @@ def make_batches(n_batches: int, batch: int) -> list[list[dict]]:
     return batches
 
 
+def make_format_batches(n_batches: int, batch: int) -> list[list[dict]]:
+    """Think-format items: even items well formed, odd items broken in one of several ways."""
+    broken = ["<think>never closed, answer 4", "answer first <think>then thinking</think>", "no tags at all",
+              "<think></think><think>twice</think> 4"]
+    return [[{"completion": f"<think>Step {b}.{j}: add the parts.</think> The answer is {b + j}." if j % 2 == 0
+              else broken[(b + j) % len(broken)]} for j in range(batch)] for b in range(n_batches)]
+
+
+def make_code_batches(n_batches: int, batch: int) -> list[list[dict]]:
+    """HumanEval items: even items the canonical solution, odd items a stub that fails the tests."""
+    tasks = [json.loads(line) for line in HUMANEVAL.read_text().splitlines()[:40]]
+    batches, k = [], 0
+    for _ in range(n_batches):
+        items = []
+        for j in range(batch):
+            task = tasks[k % len(tasks)]
+            k += 1
+            body = task["prompt"] + (task["canonical_solution"] if j % 2 == 0 else "    return None\n")
+            items.append({"completion": f"<think>I will write it.</think>\n```python\n{body}\n```",
+                          "fields": {"tests": task["test"], "entry_point": task["entry_point"]}})
+        batches.append(items)
+    return batches
+
+
 def expected(items: list[dict]) -> list[float]:
     return [1.0 if j % 2 == 0 else 0.0 for j in range(len(items))]
 
@@ -61,7 +93,7 @@ def expected(items: list[dict]) -> list[float]:
 def start_server(max_concurrency: int) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, RLVR_SERVE_TOKEN=TOKEN)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlvr", "serve", "--port", "0", "--preload", "math",
+        [sys.executable, "-m", "rlvr", "serve", "--port", "0", "--preload", "math", "--preload", "think_format",
          "--max-concurrency", str(max_concurrency)],
         env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline()
@@ -71,42 +103,44 @@ def start_server(max_concurrency: int) -> tuple[subprocess.Popen, str]:
     return proc, line.split("listening on ")[1].strip()
 
 
-async def run_clients(url: str, batches: list[list[dict]], clients: int, requests: int,
-                      max_seconds: float) -> tuple[list[float], int, int, float]:
+async def run_clients(url: str, batches: dict[str, list[list[dict]]], clients: int, requests: int,
+                      max_seconds: float) -> tuple[dict[str, list[float]], dict[str, int], int, float]:
     import httpx
 
-    latencies: list[float] = []
-    errors = 0
+    latencies: dict[str, list[float]] = {kind: [] for kind in batches}
+    errors = dict.fromkeys(batches, 0)
     sent = 0
     deadline = time.perf_counter() + max_seconds
     headers = {"Authorization": f"Bearer {TOKEN}"}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
-        for _ in range(100):  # wait for /health (the server preloads the math verifier first)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=max_seconds, limits=limits) as http:
+        for _ in range(100):  # wait for /health (the server preloads the verifiers first)
             try:
                 if (await http.get("/health")).status_code == 200:
                     break
             except httpx.TransportError:
                 await asyncio.sleep(0.1)
-        await http.post("/score", json={"verifier": "math", "items": batches[0]})  # warm-up, not counted
+        for kind in batches:  # warm-up, not counted (the code kind starts the sandbox pool)
+            await http.post("/score", json={**REQUEST[kind], "items": batches[kind][0]})
 
         async def client(c: int) -> None:
-            nonlocal errors, sent
+            nonlocal sent
             for r in range(requests):
                 if time.perf_counter() > deadline:
                     return
-                items = batches[(c * requests + r) % len(batches)]
+                kind = KINDS[(c + r) % len(KINDS)]
+                items = batches[kind][(c * requests + r) % len(batches[kind])]
                 start = time.perf_counter()
                 try:
-                    response = await http.post("/score", json={"verifier": "math", "items": items})
+                    response = await http.post("/score", json={**REQUEST[kind], "items": items})
                     ok = response.status_code == 200 and \
                         [x["score"] for x in response.json()["results"]] == expected(items)
                 except (httpx.HTTPError, ValueError, KeyError):
                     ok = False
-                latencies.append(time.perf_counter() - start)
+                latencies[kind].append(time.perf_counter() - start)
                 sent += 1
-                errors += not ok
+                errors[kind] += not ok
 
         started = time.perf_counter()
         await asyncio.gather(*(client(c) for c in range(clients)))
@@ -114,18 +148,23 @@ async def run_clients(url: str, batches: list[list[dict]], clients: int, request
     return latencies, errors, sent, elapsed
 
 
-def in_process(batches: list[list[dict]]) -> tuple[float, int]:
+def in_process(batches: dict[str, list[list[dict]]]) -> tuple[float, int, int]:
     """The peer: the same batches scored in this process through the same engine, no HTTP."""
     from rlvr.integrations.scoring import Item, score_items
 
-    items = [[Item(completion=i["completion"], reference=i["reference"], verifier="math") for i in b]
-             for b in batches]
-    score_items(items[0])  # warm-up, not counted, as for the server
-    errors = 0
+    def items(kind, raw):
+        return [Item(completion=i["completion"], reference=i.get("reference"), fields=i.get("fields", {}),
+                     verifier=REQUEST[kind]["verifier"], options=REQUEST[kind].get("options", {})) for i in raw]
+
+    for kind in batches:
+        score_items(items(kind, batches[kind][0]))  # warm-up, not counted, as for the server
+    errors = count = 0
     started = time.perf_counter()
-    for batch, raw in zip(items, batches):
-        errors += [r["score"] for r in score_items(batch)] != expected(raw)
-    return time.perf_counter() - started, errors
+    for kind, kind_batches in batches.items():
+        for raw in kind_batches:
+            errors += [r["score"] for r in score_items(items(kind, raw))] != expected(raw)
+            count += len(raw)
+    return time.perf_counter() - started, errors, count
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -135,16 +174,20 @@ def percentile(values: list[float], q: float) -> float:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients (N)")
-    parser.add_argument("--requests", type=int, default=50, help="requests per client (M)")
-    parser.add_argument("--batch", type=int, default=16, help="items per request")
+    parser.add_argument("--clients", type=int, default=128, help="concurrent clients (N)")
+    parser.add_argument("--requests", type=int, default=3, help="requests per client (M), kinds in turn")
+    parser.add_argument("--batch", type=int, default=16, help="items per math and format request")
+    parser.add_argument("--code-batch", type=int, default=2, help="items per code request (sandbox runs)")
     parser.add_argument("--max-concurrency", type=int, default=8, help="the server's --max-concurrency")
-    parser.add_argument("--max-seconds", type=float, default=120.0, help="clients stop after this long")
+    parser.add_argument("--max-seconds", type=float, default=600.0, help="clients stop after this long")
     args = parser.parse_args(argv)
-    if not GSM8K.exists():
-        raise SystemExit(f"{GSM8K} is missing")
+    for path in (GSM8K, HUMANEVAL):
+        if not path.exists():
+            raise SystemExit(f"{path} is missing")
 
-    batches = make_batches(args.clients * args.requests, args.batch)
+    per_kind = -(-args.clients * args.requests // len(KINDS))
+    batches = {"math": make_batches(per_kind, args.batch), "format": make_format_batches(per_kind, args.batch),
+               "code": make_code_batches(per_kind, args.code_batch)}
     proc, url = start_server(args.max_concurrency)
     try:
         latencies, errors, sent, elapsed = asyncio.run(
@@ -156,37 +199,42 @@ def main(argv=None) -> dict:
         except subprocess.TimeoutExpired:
             proc.kill()
             code = proc.wait()
+    server_errors = 0
     if code != 0:
-        errors += 1
+        server_errors = 1
         print(f"server exited with status {code} after SIGTERM", file=sys.stderr)
 
-    peer_s, peer_errors = in_process(batches[:sent] or batches[:1])
-    items_http = sent * args.batch / elapsed
-    items_peer = len(batches[:sent] or batches[:1]) * args.batch / peer_s
+    done = {kind: batches[kind][:max(1, len(latencies[kind]))] for kind in KINDS}
+    peer_s, peer_errors, peer_items = in_process(done)
+    items_http = sum(len(b) for kind in KINDS for b in done[kind]) / elapsed
+    items_peer = peer_items / peer_s
+    ms = {kind: [1000 * x for x in latencies[kind]] for kind in KINDS}
     result = {
-        "requests_per_s": round(sent / elapsed, 2),
-        "p50_ms": round(1000 * statistics.median(latencies), 2),
-        "p99_ms": round(1000 * percentile(latencies, 0.99), 2),
-        "errors": errors,
-        "requests": sent,
         "clients": args.clients,
-        "batch": args.batch,
+        "errors": sum(errors.values()) + server_errors,
+        "p50_ms": {kind: round(statistics.median(ms[kind]), 1) for kind in KINDS if ms[kind]},
+        "p99_ms": {kind: round(percentile(ms[kind], 0.99), 1) for kind in KINDS if ms[kind]},
+        "requests": sent,
+        "requests_by_kind": {kind: len(ms[kind]) for kind in KINDS},
+        "errors_by_kind": errors,
+        "requests_per_s": round(sent / elapsed, 2),
+        "batch": {"math": args.batch, "format": args.batch, "code": args.code_batch},
         "items_per_s": round(items_http, 1),
         "in_process_items_per_s": round(items_peer, 1),
         "in_process_errors": peer_errors,
         "ratio_vs_in_process": round(items_http / items_peer, 3),
+        "seconds": round(elapsed, 1),
         "cpu_count": os.cpu_count(),
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
-    print(f"rlvr serve: {sent} requests x {args.batch} items from {args.clients} clients in {elapsed:.2f}s, "
-          f"{errors} errors")
-    print(f"  HTTP:       {result['requests_per_s']} requests/s, {result['items_per_s']} items/s, "
-          f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms")
-    print(f"  in-process: {result['in_process_items_per_s']} items/s (same batches, same engine, no HTTP)")
-    print(f"  ratio HTTP / in-process items/s: {result['ratio_vs_in_process']}")
-    print("RESULT " + json.dumps({k: result[k] for k in ("requests_per_s", "p50_ms", "p99_ms", "errors")}
-                                 | {k: v for k, v in result.items()
-                                    if k not in ("requests_per_s", "p50_ms", "p99_ms", "errors")}))
+    print(f"rlvr serve: {sent} requests from {args.clients} clients in {elapsed:.1f}s, {result['errors']} errors")
+    for kind in KINDS:
+        if ms[kind]:
+            print(f"  {kind:<7} {len(ms[kind])} requests, p50 {result['p50_ms'][kind]} ms, "
+                  f"p99 {result['p99_ms'][kind]} ms, {errors[kind]} errors")
+    print(f"  HTTP {result['items_per_s']} items/s; in-process {result['in_process_items_per_s']} items/s "
+          f"(same batches, same engine); ratio {result['ratio_vs_in_process']}")
+    print("RESULT " + json.dumps(result))
     return result
 
 
