@@ -56,6 +56,7 @@ ACCEPTED = _cases(
         ("\\boxed{-4 = t}", "-4"),
         ("\\boxed{9}", "6 + 3 = 9"),  # a reference that shows its computation
         ("\\boxed{s = 2 \\cdot 3 = 6}", "6"),  # a chain ending in the value
+        ("\\boxed{6}", "s = 2t = 6"),  # a reference chain ending in a number
     ]),
     ("python_math", [
         ("\\boxed{2 - sqrt(7)}", "2-\\sqrt{7}"),
@@ -100,6 +101,10 @@ ACCEPTED = _cases(
         ("The answer is \\boxed{70}.", SOLUTION),
         ("#### 70", SOLUTION),
         ("So 70 pencils are left.", SOLUTION),
+    ]),
+    ("sentences", [
+        ("Final answer: the tank fills up in 14 minutes.", "14"),  # a sentence with one number
+        ("Each row gives $r = \\frac{n}{2}$ seats. Therefore, there are 14 seats in all.", "14"),  # a conclusion
         ("\\boxed{42}", BOXED_SOLUTION),  # the last box; the earlier one is retracted as "only"... and a repeat
     ]),
     ("huge_reference", [
@@ -172,6 +177,11 @@ REJECTED = _cases(
     ("solution_reference", [
         ("The answer is \\boxed{72}.", SOLUTION),  # an intermediate number of the solution
         ("\\boxed{7}", BOXED_SOLUTION),
+    ]),
+    ("sentences", [
+        ("Final answer: the tank fills up in 14 minutes, or maybe 15.", "14"),
+        ("Each row gives $r = 14$ seats. Later we count 3 rows.", "3"),  # no conclusion word: the span
+        ("\\boxed{5}", "s = 2t = 6"),
     ]),
     ("huge_reference", [
         ("\\boxed{10^{10^{9}}}", "10^{10^{10}}"),

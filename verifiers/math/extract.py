@@ -44,6 +44,7 @@ _ENV = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix)\}")
 _JOIN_OR = re.compile(r",?\s*(?:either\s+)?(?:or(?:\s+(?:maybe|possibly|perhaps|even|else))?|maybe|possibly|perhaps)",
                       re.IGNORECASE)
 _JOIN_AND = re.compile(r",|;|,?\s*and", re.IGNORECASE)
+_CONCLUSION = re.compile(r"(?:therefore|thus|hence|so|in conclusion|finally|in total|altogether)\b", re.IGNORECASE)
 _NOTHING_MORE = re.compile(r"[\s.,;:!)*]*")
 _HEDGED = "\x00hedge"  # a finder's way of saying "several different answers"
 _VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "invalid", "reasonable",
@@ -91,9 +92,12 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
         if found is not None:
             return _checked(found, source)
     if loose:
-        span = _last_math_span(region)
-        if span is not None:
-            return _checked(span, "math_span")
+        spans = _spans(region)
+        concluded = _concluding_number(region, spans[-1][1] if spans else 0) if last_number else None
+        if concluded is not None:
+            return _checked(concluded, "last_number")
+        if spans:
+            return _checked(_run(region, spans, len(spans) - 1, forward=False), "math_span")
         bare = region.strip()
         if 0 < len(bare) <= MAX_ANSWER_CHARS and "\n" not in bare and not _PROSE.search(bare):
             return _checked(bare, "whole")  # a bare answer, however long: no box, no `$`, no sentence
@@ -215,6 +219,10 @@ def _statement(pattern: re.Pattern[str]):
         if span is not None:
             return span
         answer = answer.strip().strip("*").strip()
+        if _PROSE.search(answer) and not has_hedge_words(answer):  # "Final Answer: it began 3 hours ago"
+            numbers = _NUMBER.findall(answer)
+            if len(numbers) == 1:
+                return numbers[0].rstrip(".,")
         if answer.lower() in _VERDICT_WORDS:  # "our answer is correct": a check, not an answer
             return None
         return answer or None
@@ -310,6 +318,19 @@ def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool
     for join, span in zip(joins, spans[first + 1:last + 1]):
         parts.append(join + span[2].strip())
     return "".join(parts)
+
+
+def _concluding_number(region: str, after: int) -> str | None:
+    """The last number when it stands after every math span in a concluding sentence ("Therefore,
+    there are 12 sequences."): the conclusion outranks a formula worked out before it."""
+    found = _last_number_run(region)
+    if found is None:
+        return None
+    at = region.rfind(found.rpartition(" ")[2])
+    start = max(region.rfind(". ", 0, at), region.rfind("\n", 0, at), after - 1) + 1
+    if at < after or not _CONCLUSION.match(region[start:at].lstrip(" .\n")):
+        return None
+    return found
 
 
 def _is_number(text: str) -> bool:

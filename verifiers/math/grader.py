@@ -179,11 +179,12 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
 
 
 def _assigned_value(node: Node) -> Node:
-    """The value an equation states: the right side of `x = 3` or of a true `2 + 3 = 5`, the left
-    side of `3 = x`; an equation between two expressions stays an equation."""
+    """The value an equation states: the right side of `x = 3`, of a true `2 + 3 = 5` or of a chain
+    `a = b + c = 7` ending in a number; the left side of `3 = x`; an equation between two
+    expressions stays an equation."""
     lhs, rhs = node.items[0].text, node.items[1].text
-    if is_name(lhs) or _true_statement(node):
-        return parse_structure(rhs)
+    if is_name(lhs) or _true_statement(node) or (node.text == "chain" and numeric.to_rational(rhs) is not None):
+        return parse_structure(rhs)  # a chain of equalities ending in a number states that number
     if is_name(rhs):
         return parse_structure(lhs)
     return node

@@ -28,7 +28,7 @@ class Node:
     """A parsed answer shape. `kind` is one of scalar, set, list, tuple, matrix, union, eq, rel."""
 
     kind: str
-    text: str = ""  # scalar: the expression; rel: the relation operator; "pm" for the two values of a ±
+    text: str = ""  # scalar: the expression; rel: the operator; "pm" for the two values of a ±; eq: "chain" for a = b = c
     items: tuple[Node, ...] = ()  # elements; eq/rel: (lhs, rhs); matrix: rows as tuple nodes
     open: str = ""  # tuple: bracket characters (for intervals)
     close: str = ""
@@ -190,7 +190,7 @@ def _relation(s: str) -> Node | None:
     if any(not p.strip() for p in pieces):
         return None
     if set(ops) == {"="}:  # `z = 1 + 1 = 2`: the first name and the final value
-        return Node("eq", items=(scalar(pieces[0]), scalar(pieces[-1])))
+        return Node("eq", text="chain" if len(pieces) > 2 else "", items=(scalar(pieces[0]), scalar(pieces[-1])))
     interval = _as_interval(pieces, ops)
     if interval is not None:
         return interval
