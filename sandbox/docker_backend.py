@@ -22,6 +22,7 @@ LABEL = "rlvr.sandbox"
 # and to kill what that user left behind. Everything else is dropped.
 SERVER_CAPS = ["SETUID", "SETGID", "KILL"]
 HEADROOM_MB = 192  # server, judge and scratch tmpfs on top of the job's own memory
+LANGUAGE_REPOSITORY = "rlvr-sandbox-langs"  # images whose jobs run compiled binaries (image.py)
 
 
 class WorkerError(RuntimeError):
@@ -54,6 +55,9 @@ def container_options(image: str, limits: Limits) -> dict:
     from docker.types import LogConfig
 
     memory = f"{limits.memory_mb + limits.tmp_mb + HEADROOM_MB}m"
+    # Compiled programs run from scratch; Docker mounts tmpfs noexec unless told otherwise, and
+    # the Python-only image keeps it that way.
+    scratch_exec = ",exec" if image.startswith(LANGUAGE_REPOSITORY + ":") else ""
     return dict(
         image=image,
         command=SERVER_COMMAND,
@@ -69,7 +73,7 @@ def container_options(image: str, limits: Limits) -> dict:
         pids_limit=limits.pids,
         nano_cpus=int(limits.cpus * 1e9),
         read_only=True,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"},
+        tmpfs={"/tmp": f"rw,nosuid,nodev{scratch_exec},size={limits.tmp_mb}m,mode=1777"},
         shm_size="8m",
         ipc_mode="private",
         cap_drop=["ALL"],

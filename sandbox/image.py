@@ -26,11 +26,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from rlvr.sandbox.docker_backend import LANGUAGE_REPOSITORY
+
 HERE = Path(__file__).resolve().parent
 CONTEXT_FILES = ("Dockerfile", "harness.py", "judge.py", "values.py", "cleanup.py", "zygote.py", "runner.py",
                  "languages.py")
 REPOSITORY = "rlvr-sandbox"
-LANGUAGE_REPOSITORY = "rlvr-sandbox-langs"
 ONLINE_BASE = ("python", "3.11-slim")
 OFFLINE_BASE = "rlvr-sandbox-base:bookworm"
 LANGUAGE_BASE = "rlvr-sandbox-base-langs:bookworm"
