@@ -44,6 +44,7 @@ _ENV = re.compile(r"\\begin\{([pbBvV]?matrix|smallmatrix)\}")
 _JOIN_OR = re.compile(r",?\s*(?:either\s+)?(?:or(?:\s+(?:maybe|possibly|perhaps|even|else))?|maybe|possibly|perhaps)",
                       re.IGNORECASE)
 _JOIN_AND = re.compile(r",|;|,?\s*and", re.IGNORECASE)
+_NUMBER_WINDOW = 20_000
 _CONCLUSION = re.compile(r"(?:therefore|thus|hence|so|in conclusion|finally|in total|altogether)\b", re.IGNORECASE)
 _NOTHING_MORE = re.compile(r"[\s.,;:!)*]*")
 _HEDGED = "\x00hedge"  # a finder's way of saying "several different answers"
@@ -93,18 +94,16 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
             return _checked(found, source)
     if loose:
         spans = _spans(region)
-        concluded = _concluding_number(region, spans[-1][1] if spans else 0) if last_number else None
-        if concluded is not None:
-            return _checked(concluded, "last_number")
+        number = _last_number_run(region) if last_number else None
+        if number is not None and _concludes(region, number[1], spans[-1][1] if spans else 0):
+            return _checked(number[0], "last_number")
         if spans:
             return _checked(_run(region, spans, len(spans) - 1, forward=False), "math_span")
         bare = region.strip()
         if 0 < len(bare) <= MAX_ANSWER_CHARS and "\n" not in bare and not _PROSE.search(bare):
             return _checked(bare, "whole")  # a bare answer, however long: no box, no `$`, no sentence
-        if last_number:
-            found = _last_number_run(region)
-            if found is not None:
-                return _checked(found, "last_number")
+        if number is not None:
+            return _checked(number[0], "last_number")
     return Extraction(None, NO_ANSWER, why="no boxed answer and no answer statement")
 
 
@@ -267,11 +266,16 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
                 break
             found.append((i, j + 2, text[i + 2:j]))
             i = text.find(opener, j + 2)
+    unclosed: set[str] = set()  # an environment never closed after some point is never closed later
     for m in _ENV.finditer(text):
+        if m.group(1) in unclosed:
+            continue
         end = text.find(f"\\end{{{m.group(1)}}}", m.end())
-        if end >= 0:
-            end += len(m.group(1)) + 6
-            found.append((m.start(), end, text[m.start():end]))
+        if end < 0:
+            unclosed.add(m.group(1))
+            continue
+        end += len(m.group(1)) + 6
+        found.append((m.start(), end, text[m.start():end]))
     found.sort(key=lambda span: (span[0], -span[1]))
     outer: list[tuple[int, int, str]] = []
     for span in found:
@@ -298,7 +302,7 @@ def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool
     joins: list[str] = []
     step = 1 if forward else -1
     k = at
-    while 0 <= k + step < len(spans):
+    while 0 <= k + step < len(spans) and len(joins) < MAX_BOXES:  # a longer list is no answer anyway
         left, right = sorted((k, k + step))
         join = _joined(text[spans[left][1]:spans[right][0]])
         if join is None:
@@ -320,33 +324,30 @@ def _run(text: str, spans: list[tuple[int, int, str]], at: int, *, forward: bool
     return "".join(parts)
 
 
-def _concluding_number(region: str, after: int) -> str | None:
-    """The last number when it stands after every math span in a concluding sentence ("Therefore,
-    there are 12 sequences."): the conclusion outranks a formula worked out before it."""
-    found = _last_number_run(region)
-    if found is None:
-        return None
-    at = region.rfind(found.rpartition(" ")[2])
+def _concludes(region: str, at: int, after: int) -> bool:
+    """Whether the number at `at` stands after every math span (which end by `after`) in a concluding
+    sentence ("Therefore, there are 12 sequences."): the conclusion outranks a formula before it."""
     start = max(region.rfind(". ", 0, at), region.rfind("\n", 0, at), after - 1) + 1
-    if at < after or not _CONCLUSION.match(region[start:at].lstrip(" .\n")):
-        return None
-    return found
+    return at >= after and bool(_CONCLUSION.match(region[start:at].lstrip(" .\n")))
 
 
 def _is_number(text: str) -> bool:
     return len(text) < 100 and to_rational(normalize(text)) is not None
 
 
-def _last_number_run(region: str) -> str | None:
+def _last_number_run(region: str) -> tuple[str, int] | None:
     """The last number of the text, joined with the numbers before it when they are alternatives
-    (`12 or 13`), by the same rule as math spans."""
-    spans = []
-    for m in _NUMBER.finditer(region):
-        number = m.group().rstrip(".,")
-        spans.append((m.start(), m.start() + len(number), number))
-    if not spans:
-        return None
-    return _run(region, spans, len(spans) - 1, forward=False)
+    (`12 or 13`), by the same rule as math spans; and where the last number starts."""
+    for start in (max(0, len(region) - _NUMBER_WINDOW), 0):  # the tail first: a run is at most 64 numbers
+        spans = []
+        for m in _NUMBER.finditer(region, start):
+            number = m.group().rstrip(".,")
+            spans.append((m.start(), m.start() + len(number), number))
+        if spans:
+            return _run(region, spans, len(spans) - 1, forward=False), spans[-1][0]
+        if start == 0:
+            return None
+    return None
 
 
 def _gsm8k(region: str) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 
 EXACT_BITS = 200_000  # 2024^{4046} has 44,000 bits: exact; 10^{10^{10}} is structural
 MAX_CHARS = 200
@@ -170,14 +169,16 @@ def _perfect_power(n: int) -> tuple[int, int]:
     """(r, k) with r ** k == n and k as large as possible (n >= 2)."""
     for k in range(n.bit_length(), 1, -1):
         r = _iroot(n, k)
-        if r ** k == n:
+        if r > 1 and r ** k == n:
             return r, k
     return n, 1
 
 
 def _iroot(n: int, k: int) -> int:
-    r = round(Fraction(n) ** Fraction(1, k)) if n.bit_length() < 1000 else int(math.exp(math.log(n) / k))
-    for c in (r - 1, r, r + 1):
-        if c >= 1 and c ** k == n:
-            return c
-    return max(r, 1)
+    """The integer part of the k-th root of n >= 1 (Newton's method on integers, exact)."""
+    x = 1 << -(-n.bit_length() // k)
+    while True:
+        y = ((k - 1) * x + n // x ** (k - 1)) // k
+        if y >= x:
+            return x
+        x = y
