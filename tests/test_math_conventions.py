@@ -119,6 +119,7 @@ ACCEPTED = _cases(
         ("The answer is $\\\\left(2, \\\\frac{1}{3}\\\\right)$.", "(2,\\frac13)"),
         ("\\boxed{y \\\\ge -1}", "[-1, \\infty)"),
         ("\\boxed{\\frac{2}{7}}", "\\\\dfrac{2}{7}"),
+        ("So the answer is \\\\(5\\\\).", "5"),  # doubled math delimiters
         ("\\boxed{\\\\begin{pmatrix}1\\\\\\\\2\\\\end{pmatrix}}", M.format("1\\\\2")),
     ]),
     ("retraction", [

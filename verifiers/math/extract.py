@@ -5,8 +5,11 @@ open). The last closed `\\boxed{}`/`\\fbox{}` wins; without a box the fallbacks 
 order, an `<answer>` block, "final answer is ...", "the answer is ...", a GSM8K `#### 42`
 line and, unless strict, the last math span, a bare short answer and the last number.
 Several *different* boxed answers are a hedge, unless the text between two of them
-retracts the earlier one ("that is wrong", "wait", "actually"): a self-correction then
-keeps the later box. Every pass is linear in the length of the completion.
+retracts the earlier one ("that is wrong", "wait", "on second thought"): a self-correction
+then keeps the later box. Math spans or numbers joined by "or", "and" or commas are
+returned joined (`$12$ or $13$` gives `12 or 13`), so that the verifier's one hedge rule
+sees every alternative whichever path found the answer. Every pass is linear in the
+length of the completion.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Conventions where graders differ (see docs/math.md):
   task field `simplified=True` asks for a plain number.
 - A decimal equals a fraction only if it is exact: `0.33` is not `\\frac{1}{3}`, `0.\\overline{3}` is.
 - Base subscripts compare digits: `1010_2` equals `1010`, not `1010_3` nor `10`.
+- A comma is a decimal point where it cannot separate thousands: `1,22` is 1.22, `1,500` is 1500.
+- Huge power references (`10^{10^{10}}`) are compared by structure, never expanded (powers.py).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ _PERCENT_WORD = re.compile(r"(?<=[\d}])\s*(?:\\(?:text|mathrm|mbox|textnormal)\s
 # Python-style functions: `sqrt(3)`, `abs(x)`, `exp(2)`, `sin(x)`; not `\sqrt` and not inside a word
 _PY_FUNCTION = re.compile(r"(?<![A-Za-z\\])(sqrt|abs|exp|sin|cos|tan|ln)\s*\(")
 _PY_PI = re.compile(r"(?<![A-Za-z\\])pi(?![A-Za-z])")
-_COMMAND_AFTER = re.compile(r"(\\+)([A-Za-z])")
+_COMMAND_AFTER = re.compile(r"(\\+)([A-Za-z()])")
 _ROW = "\x00"
 _OVER = re.compile(r"\\over(?![a-zA-Z])")
 _SPACE_RUN = re.compile(r"\s+")
