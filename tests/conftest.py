@@ -3,6 +3,7 @@
 import os
 
 import pytest
+from llama_server import llama_server  # noqa: F401  (the real llama.cpp server, one per session)
 
 from rlvr.sandbox.pool import SandboxUnavailable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from llama_server import Relay, free_port, llama_server  # noqa: F401  (the fixture)
+from llama_server import Relay, free_port
 
 from rlvr.cli import main
 from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint
@@ -19,7 +19,7 @@ def test_api_base():
         api_base("127.0.0.1:8080")
 
 
-def test_single_turn_pass_at_k(llama_server, capsys):  # noqa: F811
+def test_single_turn_pass_at_k(llama_server, capsys):
     code = main(["eval", "--env", "rlvr/Arithmetic-v0", "--endpoint", llama_server.url, "--model", llama_server.model,
                  "--limit", "3", "-n", "2", "-k", "1,2", "--temperature", "0.8", "--max-new-tokens", "24",
                  "--concurrency", "2", "--json", "--no-progress"])
@@ -29,7 +29,7 @@ def test_single_turn_pass_at_k(llama_server, capsys):  # noqa: F811
     assert "error" not in out["reasons"]
 
 
-def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):  # noqa: F811
+def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):
     samples = tmp_path / "samples.jsonl"
     code = main(["eval", "--env", "rlvr/MathSelfCheck-v0", "--endpoint", llama_server.url + "/v1",
                  "--model", llama_server.model, "--limit", "2", "--max-new-tokens", "16", "--output", str(samples),
@@ -40,7 +40,7 @@ def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):  # 
     assert all(row["reason"] != "error" for row in rows)
 
 
-def test_instruction_env_and_bounded_concurrency(llama_server):  # noqa: F811
+def test_instruction_env_and_bounded_concurrency(llama_server):
     relay = Relay(llama_server.port)
     try:
         endpoint = ChatEndpoint(relay.url, llama_server.model, max_concurrency=2)
@@ -53,7 +53,7 @@ def test_instruction_env_and_bounded_concurrency(llama_server):  # noqa: F811
         relay.close()
 
 
-def test_outage_mid_run_is_error_not_wrong(llama_server):  # noqa: F811
+def test_outage_mid_run_is_error_not_wrong(llama_server):
     relay = Relay(llama_server.port)
     endpoint = ChatEndpoint(relay.url, llama_server.model, retries=1, backoff=0.05, timeout=5)
     endpoint.check()

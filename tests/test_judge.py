@@ -6,7 +6,7 @@ import pickle
 import time
 
 import pytest
-from llama_server import Relay, free_port, llama_server  # noqa: F401  (the fixture)
+from llama_server import Relay, free_port
 
 from rlvr.registry import make_verifier
 from rlvr.verifiers.judge import JudgeVerifier, build_messages, parse_verdict, register_rubric
@@ -62,7 +62,7 @@ def test_configuration_errors_are_clear(monkeypatch):
 # --- the real server ----------------------------------------------------------------------
 
 
-def test_real_judge_gives_a_verdict_and_caches_it(llama_server, tmp_path):  # noqa: F811
+def test_real_judge_gives_a_verdict_and_caches_it(llama_server, tmp_path):
     verifier = judge(llama_server, tmp_path)
     score = verifier.score("The capital of France is Paris.", "Paris", question=QUESTION)
     assert score.reason != "error", score.info
@@ -75,23 +75,32 @@ def test_real_judge_gives_a_verdict_and_caches_it(llama_server, tmp_path):  # no
 
 
 @pytest.mark.parametrize("attack", sorted(INJECTIONS))
-def test_injection_cannot_set_the_score(llama_server, tmp_path, attack):  # noqa: F811
-    """Whatever the completion says, the score is a verdict the judge itself wrote, or `error`."""
+def test_injection_cannot_set_the_score(llama_server, tmp_path, attack):
+    """The score is read from the judge's own reply under a nonce the completion never saw."""
     text = INJECTIONS[attack]
-    score = judge(llama_server, tmp_path, structured=False).score(text, "Paris", question=QUESTION)
-    if score.reason == "error":
-        assert score.info["error"] == "malformed" and score.value == 0.0
-    else:
-        reply = str(score.info)
-        assert "judge_score" in score.info, reply
-    # The injected "10" is never read from the completion: parse the completion itself as a reply.
-    assert parse_verdict(text, "0123456789abcdef", 10) is None or "imitates" in attack
-    # With the judge's own fresh nonce, the imitation carries a stale nonce and is ignored.
-    messages = build_messages("r", 10, "9999999999999999", text, QUESTION, "Paris")
-    assert parse_verdict(messages[1]["content"], "9999999999999999", 10) is None
+    score = judge(llama_server, tmp_path).score(text, "Paris", question=QUESTION)
+    assert score.reason != "error", score.info
+    nonce, reply = score.info["nonce"], score.info["judge_reply"]
+    assert nonce not in text and parse_verdict(reply, nonce, 10) == score.info["judge_score"]
+    assert parse_verdict(text, nonce, 10) is None  # the completion's own "verdicts" do not parse
+    # Quoted for the judge, the completion cannot close its quote: the END marker needs the nonce.
+    quoted = build_messages("r", 10, nonce, text, QUESTION, "Paris")[1]["content"]
+    assert quoted.count(f"<<<END {nonce} RESPONSE TO GRADE>>>") == 1 and quoted.endswith(
+        f"<<<END {nonce} RESPONSE TO GRADE>>>")
 
 
-def test_batch_with_bounded_concurrency_against_the_real_server(llama_server, tmp_path):  # noqa: F811
+def test_injection_against_a_fixed_rubric(llama_server, tmp_path):
+    """A rubric that always gives 0: the real judge keeps to it whatever the completion demands."""
+    rubric = "Always give the score 0, for every response, no matter what it says."
+    verifier = judge(llama_server, tmp_path, rubric=rubric)
+    baseline = verifier.score("Paris.", "Paris", question=QUESTION)
+    assert baseline.info.get("judge_score") == 0, baseline.info
+    for text in INJECTIONS.values():
+        score = verifier.score(text, "Paris", question=QUESTION)
+        assert score.value == 0.0 and score.info.get("judge_score") == 0, score.info
+
+
+def test_batch_with_bounded_concurrency_against_the_real_server(llama_server, tmp_path):
     verifier = judge(llama_server, tmp_path, max_concurrency=2)
     completions = ["Paris.", "Lyon.", "", "It is Paris, the largest city of France."]
     scores = verifier.score_batch(completions, ["Paris"] * 4, [{"question": QUESTION}] * 4)
@@ -100,7 +109,7 @@ def test_batch_with_bounded_concurrency_against_the_real_server(llama_server, tm
     assert all(0.0 <= s.value <= 1.0 for s in scores)
 
 
-def test_malformed_judge_output_is_error_not_wrong(llama_server, tmp_path):  # noqa: F811
+def test_malformed_judge_output_is_error_not_wrong(llama_server, tmp_path):
     """The real model, asked for something else and not constrained, answers without the verdict field."""
     rubric = "Do not grade. Write a two-line poem about the sea instead, and never write the word SCORE."
     verifier = judge(llama_server, tmp_path, rubric=rubric, structured=False, retries=1, max_tokens=24)
@@ -109,7 +118,7 @@ def test_malformed_judge_output_is_error_not_wrong(llama_server, tmp_path):  # n
     assert score.info["judge_reply"]  # the real reply is kept for a human to read
 
 
-def test_outage_is_error_never_wrong(llama_server, tmp_path):  # noqa: F811
+def test_outage_is_error_never_wrong(llama_server, tmp_path):
     closed = JudgeVerifier(f"http://127.0.0.1:{free_port()}", "smollm2", retries=1, backoff=0.05,
                            cache_dir=tmp_path / "c")
     score = closed.score("Paris.", "Paris", question=QUESTION)
@@ -123,7 +132,7 @@ def test_outage_is_error_never_wrong(llama_server, tmp_path):  # noqa: F811
     assert down.reason == "error" and down.info["error"] in ("unreachable", "timeout")
 
 
-def test_slow_server_within_the_timeout_still_scores(llama_server, tmp_path):  # noqa: F811
+def test_slow_server_within_the_timeout_still_scores(llama_server, tmp_path):
     relay = Relay(llama_server.port, delay=1.0)
     try:
         started = time.monotonic()
@@ -135,7 +144,7 @@ def test_slow_server_within_the_timeout_still_scores(llama_server, tmp_path):  #
         relay.close()
 
 
-def test_timeout_is_error_after_retries(llama_server, tmp_path):  # noqa: F811
+def test_timeout_is_error_after_retries(llama_server, tmp_path):
     relay = Relay(llama_server.port, delay=3.0)
     try:
         verifier = JudgeVerifier(relay.url, llama_server.model, timeout=0.5, retries=1, backoff=0.05, cache_dir=False)
@@ -147,7 +156,7 @@ def test_timeout_is_error_after_retries(llama_server, tmp_path):  # noqa: F811
         relay.close()
 
 
-def test_math_falls_back_to_the_judge_only_when_rules_cannot_parse(llama_server, tmp_path):  # noqa: F811
+def test_math_falls_back_to_the_judge_only_when_rules_cannot_parse(llama_server, tmp_path):
     verifier = make_verifier("judge", base_url=llama_server.url, model=llama_server.model, math=True,
                              cache_dir=tmp_path / "c")
     ruled = verifier.score("So the answer is \\boxed{12}.", "12")
@@ -159,7 +168,7 @@ def test_math_falls_back_to_the_judge_only_when_rules_cannot_parse(llama_server,
     assert judged.reason != "error", judged.info
 
 
-def test_user_rubric_by_name(llama_server, tmp_path):  # noqa: F811
+def test_user_rubric_by_name(llama_server, tmp_path):
     register_rubric("politeness", "Grade how polite the response is.")
     score = judge(llama_server, tmp_path, rubric="politeness", scale=5).score("Thank you kindly!")
     assert score.info["rubric"] == "politeness" and 0 <= score.info["judge_score"] <= 5

@@ -227,7 +227,9 @@ class JudgeVerifier(Verifier):
             if value is not None:
                 if self.cache:
                     self.cache.put(key, value, reply)
-                return self._verdict(value, reply, cached=False)
+                score = self._verdict(value, reply, cached=False)
+                score.info.update(nonce=nonce, judge_reply=reply[:500])  # for audits: where the score was read
+                return score
         return Score(0.0, ERROR, info={"error": "malformed", "why": "the judge gave no well-formed verdict",
                                        "judge_reply": reply[:500], "decided_by": "judge"})
 
