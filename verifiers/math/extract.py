@@ -14,6 +14,7 @@ length of the completion.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -115,6 +116,10 @@ def reference_answer(reference: str) -> str:
     the way a completion does: its last box (boxes a few words apart, as in `\\boxed{1} and
     \\boxed{2}`, list several values; boxes sentences apart are intermediate results then the
     answer), a final `#### 72` line, or a closing "the answer is ..." statement."""
+    return _reference_answer(reference) if len(reference) <= 4096 else _find_reference_answer(reference)
+
+
+def _find_reference_answer(reference: str) -> str:
     if "\\boxed" in reference or "\\fbox" in reference:
         found = extract_answer(reference, loose=False)
         if found.reason == HEDGE and found.candidates:
@@ -135,6 +140,9 @@ def reference_answer(reference: str) -> str:
         if found.answer is not None and found.reason is None:
             return found.answer
     return reference
+
+
+_reference_answer = functools.lru_cache(maxsize=1 << 14)(_find_reference_answer)  # a group shares its reference
 
 
 def _checked(answer: str, source: str) -> Extraction:
