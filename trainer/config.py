@@ -100,6 +100,8 @@ class TrainConfig:
         from rlvr.trainer.lora import check_options
 
         self.lora = check_options(self.lora)
+        if self.lora and self.parallel == "fsdp":
+            raise ValueError("config: lora with parallel: fsdp is not supported (LoRA adapters are small: replicate)")
         for stage in self.curriculum:
             if not isinstance(stage, dict) or set(stage) - {"until_step", "env_kwargs"}:
                 raise ValueError("config: a curriculum stage is {until_step: int, env_kwargs: {...}}")

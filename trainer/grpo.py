@@ -76,6 +76,11 @@ class GRPOTrainer:
         if config.beta != 0.0:  # a frozen copy of the starting weights; none at all when beta = 0
             # with LoRA the reference is the base model: the same model with its adapters disabled
             self.ref_model = model if config.lora else copy.deepcopy(model).eval().requires_grad_(False)
+        self.fsdp = None
+        if config.parallel == "fsdp":  # after the reference copy: that one stays whole
+            from rlvr.trainer.fsdp import Sharded
+
+            self.fsdp = Sharded(self.model, self.device)
         release_freed_memory()  # what loading the model freed (a GGUF model is de-quantized through a copy)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(self.params, config)
@@ -95,8 +100,7 @@ class GRPOTrainer:
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
-            state = checkpoint.load(self.run_dir, load_model_state=self._load_model_state,
-                                    optimizer=self.optimizer, scheduler=self.scheduler)
+            state = checkpoint.load(self.run_dir, load_states=self._load_states, scheduler=self.scheduler)
             self.step, self.data_position = state["step"], state["data_position"]
             if self.rank == 0:
                 for log in (self.metrics, self.evals, self.samples):
@@ -146,22 +150,30 @@ class GRPOTrainer:
         return records
 
     def save(self) -> None:
+        model_state, optimizer_state = self._states()  # every rank takes part under FSDP
         if self.rank == 0:
-            checkpoint.save(self.run_dir, model_state=self._model_state(), optimizer_state=self.optimizer.state_dict(),
+            checkpoint.save(self.run_dir, model_state=model_state, optimizer_state=optimizer_state,
                             scheduler=self.scheduler, step=self.step, data_position=self.data_position,
                             config=self.config.to_dict())
         if distributed.active():
             torch.distributed.barrier()
 
-    def _model_state(self) -> dict:
-        """What a checkpoint keeps of the model: the adapters of a LoRA run, else every weight."""
-        return lora.adapter_state(self.model) if self.config.lora else self.model.state_dict()
+    def _states(self) -> tuple[dict, dict]:
+        """What a checkpoint keeps: the adapters of a LoRA run (else every weight, whole under FSDP), and
+        the optimizer's state."""
+        if self.fsdp is not None:
+            return self.fsdp.state(self.optimizer)
+        model_state = lora.adapter_state(self.model) if self.config.lora else self.model.state_dict()
+        return model_state, self.optimizer.state_dict()
 
-    def _load_model_state(self, state: dict) -> None:
+    def _load_states(self, model_state: dict, optimizer_state: dict) -> None:
+        if self.fsdp is not None:
+            return self.fsdp.load_state(self.optimizer, model_state, optimizer_state)
         if self.config.lora:
-            lora.load_adapter_state(self.model, state)
+            lora.load_adapter_state(self.model, model_state)
         else:
-            self.model.load_state_dict(state)
+            self.model.load_state_dict(model_state)
+        self.optimizer.load_state_dict(optimizer_state)
 
     def train_step(self) -> dict:
         cfg = self.config
@@ -196,7 +208,8 @@ class GRPOTrainer:
             if need == 0:
                 break
             base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
-            with self._autocast(self.sample_bf16):  # one region: each weight is cast once for the whole loop
+            # one region: each weight is cast once for the whole loop
+            with self._gathered(), self._autocast(self.sample_bf16):
                 new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
                               group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
                               temperature=cfg.temperature, top_p=cfg.top_p)
@@ -262,8 +275,15 @@ class GRPOTrainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
+    def _gathered(self):
+        """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""
+        return self.fsdp.gathered() if self.fsdp is not None else contextlib.nullcontext()
+
     def _logprobs(self, model, prompt, ids, mask, with_entropy=False):
         with self._autocast():
+            if self.fsdp is not None and model is self.model:
+                return self.fsdp.policy(prompt, ids, mask, self.config.temperature, self.config.chunk_tokens,
+                                        with_entropy, self.config.pack_tokens)
             return group_logprobs(model, prompt, ids, mask, self.config.temperature, self.config.chunk_tokens,
                                   with_entropy, self.config.pack_tokens)
 
@@ -282,7 +302,7 @@ class GRPOTrainer:
                 self.scheduler.step()
             return totals
         old, ref = [None] * len(batch), [None] * len(batch)
-        with torch.no_grad():
+        with torch.no_grad(), self._gathered():
             for i, ((prompt, ids, mask, _), _) in enumerate(batch):
                 if cfg.mu > 1:
                     old[i] = self._logprobs(self.model, prompt, ids, mask)[0]
@@ -307,10 +327,15 @@ class GRPOTrainer:
                 if entropy is not None:
                     totals["entropy"] += float((entropy * mask).sum())
                     totals["entropy_tokens"] += float(mask.sum())
-            densify_gradients(self.params)
-            distributed.sum_gradients(self.params)
             max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-            totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+            if self.fsdp is not None:  # FSDP reduce-scatters in backward: every rank runs as many as the busiest
+                for _ in range(int(distributed.max_value(len(batch))) - len(batch)):
+                    self.fsdp.idle_pass(self.device)
+                totals["grad_norm"] += self.fsdp.clip_grad_norm(self.params, max_norm)
+            else:
+                densify_gradients(self.params)
+                distributed.sum_gradients(self.params)
+                totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
             self.optimizer.step()
             self.scheduler.step()
             totals["updates"] += 1
@@ -363,12 +388,14 @@ class GRPOTrainer:
     def _evaluate(self) -> dict | None:
         cfg = self.config
         result = None
-        if self.rank == 0:
-            kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
-            result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
-                              max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens, batch=cfg.eval_batch_size)
-            result = {"step": self.step, **result}
-            self.evals.append(result)
+        with self._gathered():
+            if self.rank == 0:
+                kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
+                result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
+                                  max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
+                                  batch=cfg.eval_batch_size)
+                result = {"step": self.step, **result}
+                self.evals.append(result)
         if distributed.active():
             torch.distributed.barrier()
         return result

@@ -99,7 +99,7 @@ def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.T
     return logp, entropy
 
 
-def _embed(model, ids: torch.Tensor) -> torch.Tensor:
+def _embed(model, ids: torch.Tensor, sparse: bool = True) -> torch.Tensor:
     """Input embeddings of `ids` whose gradient is sparse (only the rows of the tokens used).
 
     A dense embedding gradient is a whole vocabulary x hidden matrix (113 MB for SmolLM2), built
@@ -107,7 +107,7 @@ def _embed(model, ids: torch.Tensor) -> torch.Tensor:
     still runs (some models scale embeddings).
     """
     embedding = model.get_input_embeddings()
-    if not isinstance(embedding, torch.nn.Embedding) or embedding.sparse:
+    if not sparse or not isinstance(embedding, torch.nn.Embedding) or embedding.sparse:
         return embedding(ids)
     embedding.sparse = True
     try:
@@ -143,7 +143,7 @@ def _pack(prompt_len: int, lengths: list[int], row_tokens: int) -> list[list[int
 
 def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor,
                    temperature: float = 1.0, chunk_tokens: int = 256, with_entropy: bool = False,
-                   row_tokens: int = 1024):
+                   row_tokens: int = 1024, sparse_embedding: bool = True):
     """Per-token log-probs (G x Lc, 0 where `mask` is 0) of G right-padded completions of one prompt.
 
     `mask` is 1 on a prefix of each row. The completions are packed behind one copy of the
@@ -152,7 +152,8 @@ def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor
     after the prompt. So padding is never computed, the prompt is encoded once per row, and
     the whole group is one decoder call: every weight is used once in the autograd graph, so
     its gradient goes straight into `.grad` instead of waiting in a buffer for a second use.
-    Returns (logp, entropy), entropy None unless asked for.
+    Returns (logp, entropy), entropy None unless asked for. `sparse_embedding=False` keeps the
+    embedding's gradient dense (FSDP cannot reduce-scatter a sparse one).
     """
     attention = getattr(model.config, "_attn_implementation", "eager")
     if attention not in ("sdpa", "eager"):
@@ -193,7 +194,7 @@ def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor
     if attention == "eager":  # eager attention adds the mask to the scores
         dtype = next(model.parameters()).dtype
         allowed = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
-    hidden = model.get_decoder()(inputs_embeds=_embed(model, ids), attention_mask=allowed, position_ids=pos,
+    hidden = model.get_decoder()(inputs_embeds=_embed(model, ids, sparse_embedding), attention_mask=allowed, position_ids=pos,
                                  use_cache=False).last_hidden_state
     flat = torch.tensor([r * width + j for r, js in picks for j in js], device=device)
     target = torch.tensor(targets, device=device)
