@@ -97,12 +97,11 @@ def read(run_dir: str | Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def load(run_dir: str | Path, *, load_model_state, optimizer, scheduler) -> dict:
-    """Restore the states in place (the weights through `load_model_state(state)`); returns the
-    checkpoint's step, data_position and config."""
+def load(run_dir: str | Path, *, load_states, scheduler) -> dict:
+    """Restore the states in place (model and optimizer through `load_states(model, optimizer)`);
+    returns the checkpoint's step, data_position and config."""
     state = read(run_dir)
-    load_model_state(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    load_states(state["model"], state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
     return {k: state[k] for k in ("step", "data_position", "config")}
