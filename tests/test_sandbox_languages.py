@@ -233,3 +233,26 @@ def test_verifier_scores_other_languages_and_keeps_the_compiler_message(pool):
     assert rust.value == 1.0, rust.info
     python_block = verifier.score("```python\nprint(sum(map(int, input().split())))\n```", io_tests=CASES)
     assert python_block.reason == "parse_error"  # a C++ task answered in Python: the whole text is not C++
+
+
+def test_stdio_env_takes_a_language_and_its_prompt_names_it(pool):
+    import gymnasium as gym
+
+    import rlvr.envs  # noqa: F401
+    from rlvr.envs import score_groups
+    from rlvr.envs.tasks_stdio import StdioTasks
+
+    env = gym.make("rlvr/StdioCode-v0", language="c++")
+    observation, _ = env.reset(options={"index": 0})
+    task = env.unwrapped.task
+    assert task.task_id == "stdio/sum_list" and task.fields["language"] == "cpp"
+    assert "C++" in str(observation) and "```cpp" in env.unwrapped.source.system_hint
+    solution = ("```cpp\n#include <iostream>\nint main(){long n,x,s=0;std::cin>>n;"
+                "for(long i=0;i<n&&std::cin>>x;i++)s+=x;std::cout<<s<<'\\n';}\n```")
+    constant = "```cpp\n#include <cstdio>\nint main(){puts(\"6\");}\n```"
+    python = "```python\nn = int(input())\nprint(sum(map(int, input().split()[:n])) if n else 0)\n```"
+    [[right, wrong, other]] = score_groups([env], [[solution, constant, python]])
+    assert right[0] == 1.0 and wrong[0] < 1.0
+    assert other[0] == 0.0 and other[1]["score"]["reason"] == "parse_error"  # Python is not C++
+    with pytest.raises(ValueError, match="language must be one of"):
+        StdioTasks(language="cobol")
