@@ -1,18 +1,29 @@
-"""Batched vs sequential scoring of 64 prompts x 8 math completions (MATH-500).
+"""The env catalogue: import time, reset+score throughput per family, batched math scoring.
 
-The batched path is `rlvr.envs.score_groups` over 64 envs (one `score_batch` call, the
-math verifier's worker processes sharing the symbolic checks); the peer is the plain
-gymnasium loop, `reset` + `step` once per completion. Both score the same 512
-completions: for each problem the gold answer boxed, two rewritten but equivalent forms,
-three other problems' answers, an unboxed answer and a hedge. The math verifier caches
-symbolic verdicts per process, so the cache is cleared before each timed pass.
+1. Import: `import rlvr.envs` in a fresh interpreter registers the whole catalogue (every
+   reasoning-gym dataset lazily, by entry-point string); the peer is `import reasoning_gym`,
+   which eager registration would add. Median of 5 fresh interpreters each.
+2. Per family of reasoning-gym envs: `reset` + `step` with the boxed gold answer on the
+   first items of every env of the family (items/s, generation included); the peer is the
+   same items straight from reasoning-gym (`dataset[i]` + `score_answer(gold, entry)`).
+3. Batched vs sequential scoring of 64 prompts x 8 math completions (MATH-500): the batched
+   path is `rlvr.envs.score_groups` over 64 envs (one `score_batch` call, the math
+   verifier's worker processes sharing the symbolic checks); the peer is the plain
+   gymnasium loop, `reset` + `step` once per completion. Both score the same 512
+   completions: for each problem the gold answer boxed, two rewritten but equivalent forms,
+   three other problems' answers, an unboxed answer and a hedge. The math verifier caches
+   symbolic verdicts per process, so the cache is cleared before each timed pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import statistics
+import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import gymnasium as gym
@@ -20,8 +31,11 @@ import gymnasium as gym
 import rlvr.envs  # noqa: F401  (registers the ids)
 import rlvr.verifiers.math as math_verifier
 from rlvr.envs import score_groups
+from rlvr.envs import tasks_reasoning_gym as rg
+from rlvr.registry import env_entries
 
 PROMPTS, GROUP, ROUNDS = 64, 8, 3
+IMPORTS, ITEMS = 5, 4  # fresh interpreters per import timing; items per reasoning-gym env
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
@@ -38,7 +52,49 @@ def completions_for(gold: str, others: list[str]) -> list[str]:
     ]
 
 
+def import_seconds(module: str) -> float:
+    """Median wall time of importing `module` in a fresh interpreter (interpreter start-up excluded)."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout) for _ in range(IMPORTS)]
+    return statistics.median(runs)
+
+
+def family_throughput() -> dict[str, tuple[float, float]]:
+    """family -> (rlvr reset+step items/s, reasoning-gym dataset[i]+score_answer items/s)."""
+    from reasoning_gym.factory import create_dataset
+
+    ours, theirs, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    for name, (family, _) in rg.DATASETS.items():
+        env = gym.make(rg.env_id(name))  # building the dataset (and the scorer's) is left out of both timings
+        env.reset(options={"index": ITEMS})
+        env.step("\\boxed{warm-up}")
+        start = time.perf_counter()
+        for i in range(ITEMS):
+            env.reset(options={"index": i})
+            env.step(rg.box_answer(env.unwrapped.task.reference or "none"))
+        ours[family] += time.perf_counter() - start
+        dataset = create_dataset(name, seed=0, size=env.unwrapped.source.size)
+        start = time.perf_counter()
+        for i in range(ITEMS):
+            entry = dataset[i]
+            dataset.score_answer(rg.gold_answer(entry), entry)
+        theirs[family] += time.perf_counter() - start
+        count[family] += ITEMS
+    return {f: (count[f] / ours[f], count[f] / theirs[f]) for f in sorted(count)}
+
+
 def main() -> int:
+    env_ids = len(env_entries())
+    import_s, peer_import_s = import_seconds("rlvr.envs"), import_seconds("reasoning_gym")
+    print(f"load: {os.getloadavg()[0]:.2f} (1-min average)")
+    print(f"import rlvr.envs ({env_ids} env ids, lazily): {import_s:.3f} s median of {IMPORTS}; "
+          f"import reasoning_gym (what eager registration adds): {peer_import_s:.3f} s")
+    families = family_throughput()
+    print(f"reset + step of the boxed gold, first {ITEMS} items of each reasoning-gym env (items/s):")
+    for family, (rate, peer) in families.items():
+        print(f"  {family:<12} rlvr {rate:8.1f}   reasoning-gym alone {peer:8.1f}   ratio {rate / peer:.2f}")
+
     kwargs = {"path": str(DATA / "math500" / "test.jsonl")} if DATA.is_dir() else {}
     envs = [gym.make("rlvr/MATH500-v0", **kwargs) for _ in range(PROMPTS)]
     golds = []
@@ -78,9 +134,15 @@ def main() -> int:
     print(f"sequential (step):      {min(sequential):.3f} s, {sequential_rate:.0f} completions/s")
     print(f"speedup: {batched_rate / sequential_rate:.2f}x")
     print("RESULT " + json.dumps({
+        "env_ids": env_ids,
+        "import_s": round(import_s, 3),
+        "peer_import_s": round(peer_import_s, 3),
+        "family_items_per_s": {f: round(r, 1) for f, (r, _) in families.items()},
+        "family_peer_items_per_s": {f: round(p, 1) for f, (_, p) in families.items()},
         "batched_completions_per_s": round(batched_rate, 1),
         "sequential_completions_per_s": round(sequential_rate, 1),
         "speedup": round(batched_rate / sequential_rate, 2),
+        "load_avg": round(os.getloadavg()[0], 2),
     }))
     return 0
 

@@ -20,8 +20,10 @@ it equal to the pinned package's own registry.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import re
 from functools import cache
 from typing import Any
 
@@ -160,6 +162,10 @@ class ReasoningGymTasks(TaskSource):
                 config.validate()
             data = dataset_cls(config=config)
         self.difficulty, self._data = level, data
+        # the scorer is built with the same configuration (some scorers read it: word lists by length, ...)
+        self._scoring = scoring_key(dataclasses.asdict(data.config))
+        _CONFIGS.setdefault(self._scoring, dataclasses.replace(
+            data.config, **{k: v for k, v in (("seed", 0), ("size", 1)) if hasattr(data.config, k)}))
 
     def get(self, index: int) -> Task:
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self.size:
@@ -167,7 +173,7 @@ class ReasoningGymTasks(TaskSource):
         entry = self._data[index]
         entry = {"question": entry["question"], "answer": entry["answer"], "metadata": entry["metadata"]}
         return Task(f"{self.dataset}/{self.seed}/{self.difficulty}/{index}", entry["question"], gold_answer(entry),
-                    {"entry": entry}, self.dataset, self.difficulty)
+                    {"entry": entry, "config": self._scoring}, self.dataset, self.difficulty)
 
     def verifier_spec(self) -> tuple[str, dict[str, Any]]:
         return "reasoning_gym", {}
@@ -191,21 +197,54 @@ def gold_answer(entry: dict[str, Any]) -> str | None:
         return str(entry["answer"])
     meta = entry.get("metadata") or {}
     for key in ("possible_answer", "example_answer", "example_correct_answer"):
-        if meta.get(key) is not None:
-            value = meta[key]
+        value = meta.get(key)
+        if value is not None and value != "":  # an already solved cube has an empty example
             return value if isinstance(value, str) else json.dumps(value)
     return None
 
 
+def uses_other_numbers(answer: str, entry: dict[str, Any]) -> bool:
+    """puzzle24: reasoning-gym 0.1.25 checks that the expression makes 24 from four numbers in
+    range, not that they are the puzzle's numbers, so "4*6*1*1" would solve every puzzle.
+    rlvr also requires the puzzle's own numbers, each once."""
+    numbers = (entry.get("metadata") or {}).get("numbers")
+    if entry["metadata"].get("source_dataset") != "puzzle24" or not isinstance(numbers, list):
+        return False
+    return sorted(int(n) for n in re.findall(r"\d+", answer)) != sorted(numbers)
+
+
+def scoring_key(config: dict[str, Any]) -> str:
+    """The dataset configuration as JSON, with the fields that only choose items (seed, size) fixed."""
+    return json.dumps({**config, "seed": 0, "size": 1}, sort_keys=True, default=str)
+
+
+# scoring key -> the configuration object it was made from, in the process that made the items
+_CONFIGS: dict[str, Any] = {}
+
+
 @cache
-def _scorer(dataset: str):
-    return _factory().get_score_answer_fn(dataset)
+def _scorer(dataset: str, key: str | None):
+    """reasoning-gym's `score_answer` of a dataset built with the item's configuration.
+
+    In another process (a scoring server) the configuration is rebuilt from its JSON;
+    where that fails, or without one, the dataset's default configuration scores.
+    """
+    factory = _factory()
+    dataset_cls, config_cls = factory.DATASETS[dataset]
+    config = _CONFIGS.get(key) if key else None
+    if config is None and key:
+        try:
+            config = config_cls(**json.loads(key))
+        except Exception:  # enums and other objects do not survive JSON
+            config = None
+    return dataset_cls(config=config).score_answer if config is not None else factory.get_score_answer_fn(dataset)
 
 
 class ReasoningGymVerifier(Verifier):
     """reasoning-gym's `score_answer` on the final `\\boxed{}` answer of a completion.
 
-    The task field `entry` is the reasoning-gym item (question, answer, metadata). The box
+    The task field `entry` is the reasoning-gym item (question, answer, metadata) and
+    `config` the dataset configuration that made it (JSON), for the scorers that read it. The box
     is found by `FinalBoxed` (rlvr's rules: after any think block; two different boxes are
     a hedge; empty or unclosed boxes are no answer); inside it `\\{` and `\\}` stand for
     literal braces, as in LaTeX, so that an answer with unbalanced braces can be boxed
@@ -234,13 +273,19 @@ class ReasoningGymVerifier(Verifier):
             return Score(0.0, found.reason, info=found.info)
         answer = found.info["answer"].strip().replace("\\{", "{").replace("\\}", "}")
         try:
-            scorer = _scorer(meta["source_dataset"])
+            key = task_fields.get("config")
+            scorer = _scorer(meta["source_dataset"], key if isinstance(key, str) else None)
         except MissingExtra as exc:
             return Score(0.0, ERROR, info={"why": str(exc)})
+        except Exception as exc:  # the configuration does not rebuild: a task problem, not the answer's
+            return Score(0.0, BAD_REFERENCE, info={"why": f"cannot build the scorer: {type(exc).__name__}: {exc}"})
         try:
             value = float(scorer(answer, entry))
         except Exception as exc:  # the scorer's parse of a model answer failed: the answer's fault
             return Score(0.0, PARSE_ERROR, info={"answer": answer, "why": f"{type(exc).__name__}: {exc}"[:300]})
+        if value >= 1.0 - 1e-9 and uses_other_numbers(answer, entry):
+            return Score(0.0, WRONG, info={"answer": answer, "rg_score": value,
+                                           "why": "the expression does not use the puzzle's numbers"})
         if value >= 1.0 - 1e-9:
             return Score(1.0, info={"answer": answer})
         kept = value if self.partial and value > 0 else 0.0

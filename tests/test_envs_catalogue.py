@@ -69,14 +69,33 @@ def test_importing_the_catalogue_imports_nothing_heavy():
     assert int(count) >= 100 and heavy.strip() == "[]", out.stdout + out.stderr
 
 
-def changed_answer(name: str, gold: str, others: list[str | None]) -> str:
-    """An answer that must be wrong: a number moved by one, a colouring with a colour the
-    puzzle does not offer, else another item's different gold answer (a different puzzle's
-    solution, the other truth value), else the gold with a word appended."""
+def changed_answer(name: str, gold: str, others: list[str | None], entry: dict) -> str:
+    """An answer that must be wrong, whatever else the puzzle accepts.
+
+    A number moved (by one, or by half its size plus one for decimals, beyond any
+    tolerance); for puzzles that accept any valid solution, a broken one: a colouring with a
+    colour not offered, a queen moved into an occupied column, a contradiction as the
+    conclusion, an expression one more than the target, a push plan one move short of the
+    solver's; else another item's different gold
+    answer (another puzzle's solution, the other truth value); else the gold with a word added.
+    """
     if NUMBER.fullmatch(gold.strip()):
-        return str(int(gold) + 1) if "." not in gold else repr(float(gold) + 1)
-    if name == "graph_color":  # any proper colouring is accepted; colour 0 is never offered
+        return str(int(gold) + 1) if "." not in gold else repr(float(gold) * 1.5 + 1)
+    if name == "graph_color":
         return json.dumps({vertex: 0 for vertex in json.loads(gold)})
+    if name == "n_queens":  # every column holds a queen, so moving the first row's one makes a clash
+        rows = gold.split("\n")
+        cells = rows[0].split(" ")
+        q = cells.index("Q")
+        cells[q], cells[(q + 1) % len(cells)] = cells[(q + 1) % len(cells)], cells[q]
+        return "\n".join([" ".join(cells), *rows[1:]])
+    if name == "propositional_logic":
+        var = entry["metadata"]["variables"][0]
+        return f"({var} ∧ ¬{var})"
+    if name in ("puzzle24", "countdown"):
+        return f"({gold}) + 1"
+    if name == "sokoban":  # longer move strings may solve it too; one move short of the solver's does not
+        return gold[:-1]
     for other in others:
         if other is not None and other.strip() != gold.strip():
             return other
@@ -101,12 +120,19 @@ def test_gold_scores_one_and_a_changed_answer_zero(name):
             continue
         _, reward, _, _, info = env.step(f"Working it out.\n\n{box_answer(task.reference)}")
         assert reward == 1.0 and info["correct"], (task.reference, info["score"])
-        wrong = changed_answer(name, task.reference, golds[k + 1:] + golds[:k])
+        wrong = changed_answer(name, task.reference, golds[k + 1:] + golds[:k], task.fields["entry"])
         rows = env.unwrapped.score_group([box_answer(wrong), f"{box_answer(task.reference)} or {box_answer(wrong)}",
                                           task.reference])
         assert [r for r, _ in rows] == [0.0, 0.0, 0.0], (task.reference, wrong)
         assert rows[0][1]["score"]["reason"] in ("wrong", "parse_error")
         assert [i["score"]["reason"] for _, i in rows[1:]] == ["hedge", "no_answer"]
+    if rg.DATASETS[name][1]:  # the curriculum's first level too
+        easy = gym.make(rg.env_id(name), seed=11, difficulty=1)
+        easy.reset(options={"index": 0})
+        task = easy.unwrapped.task
+        assert task.difficulty == 1 and task.task_id == f"{name}/11/1/0"
+        if task.reference is not None:
+            assert easy.step(box_answer(task.reference))[1] == 1.0
 
 
 def test_items_are_seeded_and_deterministic():
@@ -167,6 +193,16 @@ def test_partial_credit_is_opt_in():
     assert 0 < partial.value < 1 and partial.reason == "wrong"
     bad = ReasoningGymVerifier().score("\\boxed{1}", None, entry={"question": "q"})
     assert bad.value == 0.0 and bad.reason == "bad_reference"
+
+
+def test_puzzle24_answers_must_use_the_puzzles_numbers():
+    task = ReasoningGymTasks("puzzle24", seed=0).get(0)
+    from rlvr.envs.tasks_reasoning_gym import ReasoningGymVerifier
+
+    score = ReasoningGymVerifier().score("\\boxed{4*6*1*1}", task.reference, **task.fields)
+    if sorted(task.fields["entry"]["metadata"]["numbers"]) != [1, 1, 4, 6]:
+        assert score.value == 0.0 and score.info["rg_score"] == 1.0  # reasoning-gym alone would accept it
+    assert ReasoningGymVerifier().score(box_answer(task.reference), task.reference, **task.fields).value == 1.0
 
 
 def test_braces_that_do_not_balance_are_escaped_in_the_box():

@@ -37,8 +37,8 @@ class Group:
 
 def make_envs(env_id: str, kwargs: dict, count: int) -> list:
     """`count` instances of an env (rlvr envs register on import of rlvr.envs)."""
-    if env_id.startswith("rlvr/"):
-        import rlvr.envs  # noqa: F401  (registers the rlvr/ ids)
+    if env_id.startswith(("rlvr/", "rg/")):
+        import rlvr.envs  # noqa: F401  (registers the rlvr/ and reasoning-gym rg/ ids)
     return [gym.make(env_id, **kwargs) for _ in range(count)]
 
 
