@@ -11,8 +11,9 @@ the hub or a local file (`rlvr.envs.datasets`); none of it is in the repository.
   (an input or output may itself be a list of lines); problems with `fn_name` are
   call-based, not stdin/stdout, and are left out. Difficulty from the dataset's labels.
 
-`language` is passed through to the stdin/stdout machinery as the task field `language`
-(the sandbox's languages); None keeps its default, Python.
+`language` is that of `rlvr/StdioCode-v0` (any of the sandbox's; default Python): the
+system prompt names it and every task carries it as the field `language`, which the code
+verifier compiles and runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from rlvr.envs.datasets import DatasetTasks, Hub, load_records, need_fields
 from rlvr.envs.tasks import Task, check_level
-from rlvr.envs.tasks_stdio import StdioTasks
+from rlvr.envs.tasks_stdio import check_language, stdio_hint
 
 APPS_LEVELS = {"introductory": 1, "interview": 2, "competition": 3}
 TACO_LEVELS = {"EASY": 1, "MEDIUM": 2, "MEDIUM_HARD": 3, "HARD": 4, "VERY_HARD": 5}
@@ -32,7 +33,6 @@ CF_RATING_LEVELS = (1200, 1600, 2000, 2400)  # below each bound: levels 1..4; ab
 class ContestTasks(DatasetTasks):
     """Stdin/stdout problems from one dataset; `difficulty` keeps one level, `max_tests` caps the tests."""
 
-    system_hint = StdioTasks.system_hint
     FIELDS: tuple[str, ...] = ()
 
     def __init__(self, split: str = "train", path: str | None = None, name: str | None = None,
@@ -43,7 +43,8 @@ class ContestTasks(DatasetTasks):
             raise ValueError(f"max_tests must be a positive int, got {max_tests!r}")
         where, records = load_records(self, split, path, name)
         need_fields(records, self.FIELDS, self.DATASET, where)
-        self.language = language
+        self.language = check_language(language)
+        self.system_hint = stdio_hint(self.language)
         self._all = []
         for i, record in enumerate(records):
             problem = self.problem(record)
@@ -51,9 +52,7 @@ class ContestTasks(DatasetTasks):
                 continue
             prompt, tests, level = problem
             tests = tests[:max_tests] if max_tests else tests
-            fields: dict[str, Any] = {"io_tests": tests}
-            if language is not None:
-                fields["language"] = language
+            fields = {"io_tests": tests, "language": self.language}
             self._all.append(Task(f"{self.family}/{split}/{i}", prompt, None, fields, self.family, level))
         self._set_difficulty(difficulty)
         if not self.tasks:

@@ -121,7 +121,11 @@ def test_code_contests_tests_levels_and_limits(tmp_path):
     assert len(CodeContestsTasks(path=path, generated=True).tasks[0].fields["io_tests"]) == 4
     assert len(CodeContestsTasks(path=path, max_tests=1).tasks[0].fields["io_tests"]) == 1
     assert CodeContestsTasks(path=path, difficulty=4).size == 1
-    assert CodeContestsTasks(path=path, language="cpp").tasks[0].fields["language"] == "cpp"
+    assert source.tasks[0].fields["language"] == "python" and "Python" in source.system_hint
+    cpp = CodeContestsTasks(path=path, language="c++")
+    assert cpp.tasks[0].fields["language"] == "cpp" and "C++" in cpp.system_hint
+    with pytest.raises(ValueError, match="language must be one of"):
+        CodeContestsTasks(path=path, language="cobol")
     with pytest.raises(ValueError, match="not in CodeContests format"):
         CodeContestsTasks(path=write_jsonl(tmp_path / "x.jsonl", [{"question": "q"}]))
 
