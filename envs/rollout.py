@@ -15,10 +15,13 @@ from typing import Any
 from rlvr.envs.base import action_text
 
 
-def score_groups(envs: Sequence[Any], completions: Sequence[Sequence[str]]) -> list[list[tuple[float, dict]]]:
+def score_groups(envs: Sequence[Any], completions: Sequence[Sequence[str]],
+                 score_batch=None) -> list[list[tuple[float, dict]]]:
     """`completions[b]` are G completions of `envs[b]`'s current prompt; returns the same shape.
 
     Each result is `(reward, info)` with info as in `step`. No env's episode state changes.
+    `score_batch(reward, texts, references, fields)` replaces `reward.score_batch(...)` (e.g.
+    `rlvr.ray_scoring.RayScorer.score_batch`, which scores on a Ray cluster).
     """
     if len(envs) != len(completions):
         raise ValueError(f"score_groups: {len(envs)} envs but {len(completions)} completion groups")
@@ -38,7 +41,8 @@ def score_groups(envs: Sequence[Any], completions: Sequence[Sequence[str]]) -> l
             texts += group
             references += [inputs[b][1]] * len(group)
             fields += [inputs[b][2]] * len(group)
-        scores = reward.score_batch(texts, references, fields)
+        scores = reward.score_batch(texts, references, fields) if score_batch is None else score_batch(
+            reward, texts, references, fields)
         out, start = [], 0
         for b in rows:
             g = len(completions[b])
