@@ -2,7 +2,8 @@
 
 1. Import: `import rlvr.envs` in a fresh interpreter registers the whole catalogue (every
    reasoning-gym dataset lazily, by entry-point string); the peer is `import reasoning_gym`,
-   which eager registration would add. Median of 5 fresh interpreters each.
+   which eager registration would add, and `import gymnasium` (most of rlvr.envs' own
+   import) is shown beside it. Median of 5 fresh interpreters each.
 2. Per family of reasoning-gym envs: `reset` + `step` with the boxed gold answer on the
    first items of every env of the family (items/s, generation included); the peer is the
    same items straight from reasoning-gym (`dataset[i]` + `score_answer(gold, entry)`).
@@ -87,8 +88,10 @@ def family_throughput() -> dict[str, tuple[float, float]]:
 def main() -> int:
     env_ids = len(env_entries())
     import_s, peer_import_s = import_seconds("rlvr.envs"), import_seconds("reasoning_gym")
+    gymnasium_s = import_seconds("gymnasium")
     print(f"load: {os.getloadavg()[0]:.2f} (1-min average)")
-    print(f"import rlvr.envs ({env_ids} env ids, lazily): {import_s:.3f} s median of {IMPORTS}; "
+    print(f"import rlvr.envs ({env_ids} env ids, lazily): {import_s:.3f} s median of {IMPORTS} "
+          f"(gymnasium alone: {gymnasium_s:.3f} s); "
           f"import reasoning_gym (what eager registration adds): {peer_import_s:.3f} s")
     families = family_throughput()
     print(f"reset + step of the boxed gold, first {ITEMS} items of each reasoning-gym env (items/s):")
@@ -137,6 +140,7 @@ def main() -> int:
         "env_ids": env_ids,
         "import_s": round(import_s, 3),
         "peer_import_s": round(peer_import_s, 3),
+        "gymnasium_import_s": round(gymnasium_s, 3),
         "family_items_per_s": {f: round(r, 1) for f, (r, _) in families.items()},
         "family_peer_items_per_s": {f: round(p, 1) for f, (_, p) in families.items()},
         "batched_completions_per_s": round(batched_rate, 1),

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.families:
         for family, count in counts.items():
             print(f"{family:<14}{count}")
-        print(f"{len(envs)} envs in {len(counts)} families")
+        print(f"{len(envs)} envs in {_families(len(counts))}")
         return 0
     width = max(map(len, [*verifiers, *(e.name for e in envs), ""])) + 2
     if verifiers or not (args.envs or args.family or envs):
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         for name, desc in verifiers.items():
             print(f"  {name:<{width}}{desc}")
     if not args.verifiers:
-        print(f"envs: {len(envs)} in {len(counts)} families")
+        print(f"envs: {len(envs)} in {_families(len(counts))}")
         for family, count in counts.items():
             print(f" {family} ({count}):")
             for e in envs:
@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
                     print(f"  {e.name:<{width}}{e.description}")
     _note_missing_extras(envs)
     return 0
+
+
+def _families(count: int) -> str:
+    return f"{count} family" if count == 1 else f"{count} families"
 
 
 def _note_missing_extras(envs) -> None:
