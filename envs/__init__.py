@@ -66,3 +66,5 @@ for _env_id, _attr, _description in BUILTINS:
     register_env(_env_id, entry_point=f"rlvr.envs.catalog:{_attr}", description=_description, replace=True,
                  family=FAMILIES.get(_env_id, "other"))
 tasks_reasoning_gym.register_all(register_env)
+register_env("rlvr/ToolMath-v0", entry_point="rlvr.envs.tool_math:math_tools", replace=True, family="math",
+             description="math with a sandboxed python tool, multi-turn (tasks arithmetic/gsm8k/math500/...)")

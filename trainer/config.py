@@ -35,6 +35,9 @@ class TrainConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     mask_truncated: bool = False  # truncated completions take no part in the loss
+    # multi-turn envs (trainer/episodes.py): max_new_tokens is per assistant turn
+    max_episode_tokens: int = 512  # tokens after the prompt (sampled + env) before an episode is cut
+    episode_return: str = "final"  # an episode's reward: "final" (its last reward) or "sum" (of its turn rewards)
     # objective (see loss.py)
     # "grpo", "rft" (Online RFT: advantage 1 if correct, else 0) or "process" (per-step rewards, trainer/steps.py)
     advantage: str = "grpo"
@@ -90,6 +93,8 @@ class TrainConfig:
             (self.group_size >= 2, "group_size must be at least 2"),
             (self.prompts_per_step >= 1 and self.steps >= 0 and self.mu >= 1, "prompts_per_step, mu >= 1"),
             (self.max_new_tokens >= 1, "max_new_tokens must be at least 1"),
+            (self.max_episode_tokens >= 1, "max_episode_tokens must be at least 1"),
+            (self.episode_return in ("final", "sum"), "episode_return must be 'final' or 'sum'"),
             (self.temperature > 0 and 0 < self.top_p <= 1, "temperature > 0 and 0 < top_p <= 1"),
             (isinstance(self.curriculum, list), "curriculum must be a list of stages"),
         ]

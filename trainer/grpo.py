@@ -26,6 +26,7 @@ import yaml
 
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
+from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn, rollout_episodes
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
@@ -182,7 +183,8 @@ class GRPOTrainer:
         groups, kept = self._collect()
         t_gen = time.perf_counter() - t0
         self._last_samples = distributed.gather_lists([
-            {"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]} for g in groups])
+            {"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]} for g in groups
+            if g.texts])
         stats = self._optimise(kept)
         self.step += 1
         step_s = time.perf_counter() - t0
@@ -202,6 +204,9 @@ class GRPOTrainer:
         cfg = self.config
         shard = cfg.prompts_per_step // self.world
         self._set_envs(shard)
+        episodes = is_multiturn(self.envs[0])
+        if episodes:  # G copies of the env per prompt, one per episode
+            self._set_envs(shard * cfg.group_size)
         groups, candidates = [], []
         for round_ in range(1 + cfg.refill_rounds):
             need = shard - len(candidates)
@@ -210,11 +215,20 @@ class GRPOTrainer:
             base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
             # one region: each weight is cast once for the whole loop
             with self._gathered(), self._autocast(self.sample_bf16):
-                new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
-                              group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                              temperature=cfg.temperature, top_p=cfg.top_p)
+                if episodes:
+                    new = rollout_episodes(
+                        self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
+                        group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
+                        max_episode_tokens=cfg.max_episode_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                        episode_return=cfg.episode_return)
+                else:
+                    new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)],
+                                  seed=cfg.seed, group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
+                                  temperature=cfg.temperature, top_p=cfg.top_p)
+            new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
-            candidates += [g for g in new if not (cfg.skip_zero_variance and self._no_signal(g))]
+            candidates += [g for g in new
+                           if len(g.rewards) > 1 and not (cfg.skip_zero_variance and self._no_signal(g))]
         self.data_position += cfg.prompts_per_step * (1 + cfg.refill_rounds)
         advantages = self._advantages(candidates, groups)
         return groups, list(zip(candidates, advantages))
@@ -240,6 +254,14 @@ class GRPOTrainer:
             batch_std = math.sqrt(max(0.0, sq - s * s / n) / (n - 1 if cfg.std == "sample" else n))
         if not kept:
             return []
+        if len({len(g.rewards) for g in kept}) > 1:  # groups that lost `error` completions: one at a time
+            out = []
+            for g in kept:
+                r = torch.tensor(g.rewards, dtype=torch.float32)
+                a = group_advantages(r[None], cfg.scale_rewards, cfg.std, EPS)[0] if batch_std is None else (
+                    (r - r.mean()) / (batch_std + EPS))
+                out.append(torch.zeros_like(r) if max(g.rewards) == min(g.rewards) else a)
+            return out
         rewards = torch.tensor([g.rewards for g in kept], dtype=torch.float32)
         if batch_std is None:
             adv = group_advantages(rewards, cfg.scale_rewards, cfg.std, EPS)
@@ -259,8 +281,8 @@ class GRPOTrainer:
         mask = torch.zeros_like(ids, dtype=torch.float32)
         for i, (c, cut) in enumerate(zip(group.completion_ids, group.truncated)):
             ids[i, :len(c)] = torch.tensor(c)
-            if not (cfg.mask_truncated and cut):
-                mask[i, :len(c)] = 1.0
+            if not (cfg.mask_truncated and cut):  # multi-turn: env tokens are context, weight 0
+                mask[i, :len(c)] = 1.0 if group.weights is None else torch.tensor(group.weights[i], dtype=torch.float32)
         prompt = torch.tensor(group.prompt_ids, dtype=torch.long)
         sampler = None
         if self.correct_sampler:
@@ -350,7 +372,7 @@ class GRPOTrainer:
             (r, c, len(ids), cut, info.get("score", {}).get("components", {}) if isinstance(info, dict) else {})
             for g in groups for r, c, ids, cut, info in zip(g.rewards, g.correct, g.completion_ids, g.truncated, g.infos)
         ]
-        rows = distributed.gather_lists(rows)
+        rows = distributed.gather_lists(rows) or [(0.0, False, 0, False, {})]
         sums = distributed.sum_values([
             len(groups), len(kept), stats["clipped"], stats["kl"], stats["tokens"], stats["entropy"],
             stats["entropy_tokens"], sum(len(c) for g in groups for c in g.completion_ids), stats["sampler_kl"]])
@@ -382,6 +404,8 @@ class GRPOTrainer:
             "step_s": step_s,
             "gen_s": gen_s,
             "tokens_per_s": gen_tokens / step_s if step_s else 0.0,
+            "errors": int(distributed.sum_values([sum(g.errors for g in groups)])[0]),  # left out: sandbox etc. failed
+            **episode_metrics(groups),
         })
         return record
 
@@ -393,7 +417,7 @@ class GRPOTrainer:
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
                 result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
                                   max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
-                                  batch=cfg.eval_batch_size)
+                                  batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
                 result = {"step": self.step, **result}
                 self.evals.append(result)
         if distributed.active():

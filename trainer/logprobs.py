@@ -144,9 +144,11 @@ def _pack(prompt_len: int, lengths: list[int], row_tokens: int) -> list[list[int
 def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor, mask: torch.Tensor,
                    temperature: float = 1.0, chunk_tokens: int = 256, with_entropy: bool = False,
                    row_tokens: int = 1024, sparse_embedding: bool = True):
-    """Per-token log-probs (G x Lc, 0 where `mask` is 0) of G right-padded completions of one prompt.
+    """Per-token log-probs (G x Lc, 0 after each row's last real token) of G right-padded completions of one prompt.
 
-    `mask` is 1 on a prefix of each row. The completions are packed behind one copy of the
+    `mask` is nonzero on real tokens; a row's completion runs to its last nonzero entry (a multi-turn
+    episode's env tokens inside it have mask 0: context whose log-probs the loss leaves out, so they
+    are not 0 in the result). The completions are packed behind one copy of the
     prompt in rows of up to `row_tokens` tokens, with a 4-D attention mask that lets each
     completion see the prompt and its own earlier tokens only, and positions that restart
     after the prompt. So padding is never computed, the prompt is encoded once per row, and
@@ -162,7 +164,7 @@ def group_logprobs(model, prompt_ids: torch.Tensor, completion_ids: torch.Tensor
     groups, length = completion_ids.shape
     prompt = prompt_ids.tolist()
     prompt_len = len(prompt)
-    lengths = mask.sum(-1).long().tolist()
+    lengths = ((mask != 0) * torch.arange(1, length + 1, device=mask.device)).amax(-1).tolist()
     completions = completion_ids.tolist()
     rows = _pack(prompt_len, lengths, row_tokens)
     full = torch.zeros((groups, length), dtype=torch.float32, device=device)

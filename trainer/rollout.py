@@ -29,6 +29,8 @@ class Group:
     rewards: list[float]
     infos: list[dict] = field(default_factory=list)
     sample_logps: list[list[float]] = field(default_factory=list)  # the sampler's log-prob of each token
+    weights: list[list[int]] | None = None  # multi-turn: 1 on sampled tokens, 0 on env tokens (trainer/episodes.py)
+    errors: int = 0  # completions scored `error` (infrastructure) left out of the group
 
     @property
     def correct(self) -> list[bool]:
@@ -84,9 +86,16 @@ def rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, grou
 
 
 def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, n_prompts: int, *, seed: int,
-             max_new_tokens: int, batch: int = 16) -> dict:
+             max_new_tokens: int, batch: int = 16, max_episode_tokens: int = 512) -> dict:
     """Greedy accuracy and mean reward on prompts seed, seed + 1, ... (the held-out seeds)."""
     envs = make_envs(env_id, env_kwargs, min(batch, n_prompts))
+    from rlvr.trainer.episodes import evaluate_episodes, is_multiturn
+
+    if envs and is_multiturn(envs[0]):  # whole episodes (mean turns and tool calls too)
+        for env in envs:
+            env.close()
+        return evaluate_episodes(model, tokenizer, env_id, env_kwargs, n_prompts, seed=seed,
+                                 max_new_tokens=max_new_tokens, max_episode_tokens=max_episode_tokens, batch=batch)
     correct, reward, parts = 0, 0.0, {}
     try:
         for start in range(0, n_prompts, batch):

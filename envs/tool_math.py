@@ -1,0 +1,55 @@
+"""Math with a `python` tool: the model may run code in the sandbox before it answers.
+
+Any math task source (`tasks`: arithmetic, gsm8k, math500, linear, fractions), e.g. products
+of two 3-digit numbers (`tasks="arithmetic", digits=3, ops="*"`), which a small model cannot
+do in its head but can with one call. The final answer is scored by the source's verifier.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlvr.envs.base import env_factory
+from rlvr.envs.catalog import MATH_SOURCES, _pick
+from rlvr.envs.python_tool import PythonTool
+from rlvr.envs.tasks import TaskSource
+from rlvr.envs.tool_env import ToolEnv
+
+# Worked examples (`demos=k` puts the first k before the task): what a call and an answer look like.
+# They compute other things than the packaged tasks ask, so the model still has to write its own code.
+DEMOS = (
+    ("Compute 9876 - 1234 + 55. Give the result as an integer in \\boxed{}.", "print(9876 - 1234 + 55)", "8697"),
+    ("What is 2 to the power 20? Give the result as an integer in \\boxed{}.", "print(2 ** 20)", "1048576"),
+)
+TOOL_HINT = ("You may run Python with the python tool to compute exact results. When you know the answer, "
+             "reply without a tool call and give the final answer in \\boxed{}.")
+
+
+class ToolMathEnv(ToolEnv):
+    """Math tasks with the `python` tool (sandboxed, notebook-like)."""
+
+    def __init__(self, source: TaskSource, *, timeout: float = 5.0, backend: str = "docker", demos: int = 0,
+                 **options: Any):
+        if not isinstance(demos, int) or isinstance(demos, bool) or not 0 <= demos <= len(DEMOS):
+            raise ValueError(f"demos must be an int in 0..{len(DEMOS)}, got {demos!r}")
+        options.setdefault("system_prompt", TOOL_HINT)
+        super().__init__(source, tools=[PythonTool(timeout=timeout, backend=backend)], **options)
+        self.demos = demos
+
+    def _prompt_messages(self, task):
+        messages = super()._prompt_messages(task)
+        shown = []
+        for question, code, output in DEMOS[:self.demos]:
+            call = json.dumps({"name": "python", "arguments": {"code": code}})
+            shown += [{"role": "user", "content": question},
+                      {"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},
+                      {"role": "tool", "content": output},
+                      {"role": "assistant", "content": f"\\boxed{{{output}}}"}]
+        return messages[:-1] + shown + messages[-1:]
+
+
+math_tools = env_factory(_pick(MATH_SOURCES), ToolMathEnv,
+                         ("max_turns", "max_tool_calls", "max_tokens", "timeout", "backend", "parser", "demos"))
+
+__all__ = ["TOOL_HINT", "ToolMathEnv", "math_tools"]

@@ -1,0 +1,166 @@
+"""Tools in envs: schemas from signatures, the tool-call parser, the tool env's errors and limits."""
+
+from typing import Literal
+
+import gymnasium as gym
+import pytest
+
+from rlvr.envs import ListTasks
+from rlvr.envs.python_tool import ToolUnavailable, clip
+from rlvr.envs.tool_calls import CallError, HermesParser, ToolCall, ends_with_call
+from rlvr.envs.tool_env import ToolEnv
+from rlvr.envs.tools import render_chat, template_takes_tools, tool_schema, with_tool_prompt
+
+
+def lookup(city: str, year: int = 2020, metric: bool | None = None, unit: Literal["C", "F"] = "C") -> str:
+    """Look up the weather of a city.
+
+    Args:
+        city: the city's name,
+            in English.
+        year: which year.
+    """
+    return f"{city} {year}"
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def test_schema_from_signature_and_docstring():
+    fn = tool_schema(lookup)["function"]
+    assert fn["name"] == "lookup" and fn["description"] == "Look up the weather of a city."
+    props = fn["parameters"]["properties"]
+    assert props["city"] == {"type": "string", "description": "the city's name, in English."}
+    assert props["year"] == {"type": "integer", "description": "which year."}
+    assert props["metric"] == {"type": "boolean"}
+    assert props["unit"] == {"type": "string", "enum": ["C", "F"]}
+    assert fn["parameters"]["required"] == ["city"]
+
+
+def test_schema_refuses_what_a_model_cannot_be_told():
+    def nodoc(x: int) -> int:
+        return x
+
+    def star(*args: int) -> int:
+        """Varargs."""
+
+    with pytest.raises(ValueError, match="docstring"):
+        tool_schema(nodoc)
+    with pytest.raises(TypeError, match=r"\*args"):
+        tool_schema(star)
+    with pytest.raises(TypeError, match="callable"):
+        tool_schema(42)
+
+
+def test_parser_reads_calls_and_skips_think():
+    parse = HermesParser()
+    text = ('<think>maybe <tool_call>{"name": "add", "arguments": {"a": 9, "b": 9}}</tool_call></think>'
+            'Sure. <tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
+            '<tool_call>{"name": "add", "arguments": "{\\"a\\": 3, \\"b\\": 4}"}</tool_call>')
+    assert parse(text).calls == [ToolCall("add", {"a": 1, "b": 2}), ToolCall("add", {"a": 3, "b": 4})]
+    assert not parse("The answer is 3.").attempted
+    assert not parse("<think><tool_call>{}</tool_call></think> 3").attempted  # only thought about it
+    assert ends_with_call('x <tool_call>{"name": "add"}</tool_call>\n')
+    assert not ends_with_call("<think>x <tool_call>{}</tool_call>")
+
+
+@pytest.mark.parametrize("text", [
+    "<tool_call>{not json}</tool_call>",
+    "<tool_call>[1, 2]</tool_call>",
+    '<tool_call>{"arguments": {}}</tool_call>',
+    '<tool_call>{"name": "add", "arguments": [1, 2]}</tool_call>',
+    '<tool_call>{"name": "add", "arguments": {"a": 1}',
+    '</tool_call>{"name": "add"}',
+    '<tool_call><tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call></tool_call>',
+    '<tool_call>{"name": "add", "arguments": {"a": "' + "9" * 50_000 + '"}}</tool_call>',
+    "<tool_call>" + "[" * 100_000 + "</tool_call>",
+])
+def test_parser_turns_bad_calls_into_errors(text):
+    parsed = HermesParser()(text)
+    assert parsed.attempted
+    assert all(isinstance(c, CallError) and c.kind == "malformed" for c in parsed.calls)
+    assert not any(isinstance(c, ToolCall) for c in parsed.calls)  # nested: the inner call does not run
+
+
+class Broken:
+    name = "broken"
+
+    def __call__(self, x: int) -> str:
+        """Always down."""
+        raise ToolUnavailable("sandbox down")
+
+
+def make_env(**kw):
+    tasks = ListTasks([{"prompt": "What is 2 + 3?", "answer": "5"}])
+    return ToolEnv(tasks, tools=[add, Broken()], require_boxed=False, **kw)
+
+
+def call(name, **args):
+    import json
+
+    return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
+
+
+def test_episode_with_errors_counted_then_answer():
+    env = make_env()
+    _, info = env.reset(seed=0)
+    assert [t["function"]["name"] for t in info["tools"]] == ["add", "broken"]
+    obs, r, term, trunc, info = env.step(call("add", a=2, b=3) + call("nope") + call("add", a=1) + "<tool_call>{")
+    assert (r, term, trunc) == (0.0, False, False)
+    assert [m["content"] for m in obs[-4:]][0] == "5"
+    assert all(m["role"] == "tool" and m["content"].startswith("Error:") for m in obs[-3:])
+    assert info["tool_errors"] == {"unknown_tool": 1, "bad_arguments": 1, "malformed": 1} and info["tool_calls"] == 4
+    assert env.observation_space.contains(obs)
+    obs, r, term, trunc, info = env.step("It is 5.")
+    assert (r, term, trunc, info["correct"], info["ended_by"], info["turn"]) == (1.0, True, False, True, "answer", 2)
+
+
+@pytest.mark.parametrize("limits, turns, ended_by", [
+    ({"max_turns": 2}, 2, "max_turns"),
+    ({"max_tool_calls": 3}, 2, "max_tool_calls"),
+    ({"max_tokens": 60}, 2, "max_tokens"),
+])
+def test_limits_end_the_episode_as_truncated(limits, turns, ended_by):
+    env = make_env(**limits)
+    env.reset(seed=0)
+    for _ in range(10):
+        _, r, term, trunc, info = env.step(call("add", a=1, b=1) + call("add", a=2, b=2))
+        if term or trunc:
+            break
+    assert (info["turn"], term, trunc, r, info["ended_by"], info["correct"]) == (turns, False, True, 0.0, ended_by, False)
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step("5")
+
+
+def test_infrastructure_failure_is_an_error_not_a_wrong_answer():
+    env = make_env()
+    env.reset(seed=0)
+    _, r, term, trunc, info = env.step(call("broken", x=1))
+    assert (r, term, trunc, info["ended_by"], info["score"]["reason"]) == (0.0, False, True, "error", "error")
+
+
+def test_tools_are_advertised_by_template_or_system_prompt():
+    from rlvr.trainer.models import load_tokenizer
+
+    tok = load_tokenizer("smollm2")
+    schemas = [tool_schema(add)]
+    assert not template_takes_tools(tok)
+    text = render_chat(tok, [{"role": "user", "content": "hi"}], schemas)
+    assert '<tools>\n{"type": "function", "function": {"name": "add"' in text and "<tool_call>" in text
+    assert with_tool_prompt([{"role": "system", "content": "S"}], schemas)[0]["content"].startswith("S\n\n")
+
+    class Templated:  # a template that renders `tools` itself gets them as tools=
+        chat_template = "{% for t in tools %}{{ t.function.name }}{% endfor %}"
+
+        def apply_chat_template(self, messages, tools=None, **kw):
+            return "tools:" + ",".join(t["function"]["name"] for t in tools)
+
+    assert template_takes_tools(Templated()) and render_chat(Templated(), [], schemas) == "tools:add"
+
+
+def test_long_output_is_clipped_with_a_marker():
+    out = clip("a" * 500 + "b" * 5000 + "c" * 500, 1000)
+    assert len(out) < 1100 and out.startswith("a") and out.endswith("c") and "characters cut" in out
+    assert clip("short", 1000) == "short"
