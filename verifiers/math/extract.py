@@ -3,7 +3,7 @@
 Only the final region counts (after `</think>`; nothing when the think block is left
 open). The last closed `\\boxed{}`/`\\fbox{}` wins; without a box the fallbacks are, in
 order, an `<answer>` block, "final answer is ...", "the answer is ...", a GSM8K `#### 42`
-line and, unless strict, the last math span, a bare short answer and the last number.
+line and, unless strict, the last math span, a bare answer and the last number.
 Several *different* boxed answers are a hedge, unless the text between two of them
 retracts the earlier one ("that is wrong", "wait", "on second thought"): a self-correction
 then keeps the later box. Math spans or numbers joined by "or", "and" or commas are
@@ -74,7 +74,8 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
     """The final answer of `text` (see the module docstring for the rules).
 
     `loose` (off in strict mode) adds the last fallbacks: the last math span (`$...$`),
-    a short completion that is nothing but the answer, and with `last_number` the last number.
+    a completion that is nothing but the answer, and with `last_number` the last number (first, when
+    it ends a concluding sentence after every math span).
     """
     region = final_region(text, prefilled_think)
     if region is None:
