@@ -6,9 +6,13 @@ so (`info["correct"]`). pass@k is the unbiased estimator of Chen et al. (2021),
 `1 - C(n - c, k) / C(n, k)` averaged over tasks, with `c` correct out of `n`.
 
 Dataset envs are evaluated over their whole split (or the first `--limit` items);
-generated envs over items 0..limit-1 (default 100). Multi-turn envs are scored on their
-first turn. A policy is any callable `policy(prompts, n) -> list[list[str]]` taking chat
-prompts; `--model` builds one from the trainer's model loading and generation code.
+generated envs over items 0..limit-1 (default 100). Multi-turn envs (`max_turns > 1`:
+CodeFeedback, MathSelfCheck, ToolMath, any `ToolEnv`) run whole episodes: the policy is asked
+for each turn with the conversation so far (tools described in the system message), the env
+steps, and pass@k counts an episode as correct when its final step says so; the result adds
+the mean turns and tool calls per episode. A policy is any callable
+`policy(prompts, n) -> list[list[str]]` taking chat prompts; `--model` builds one from the
+trainer's model loading and generation code.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class EvalResult:
     mean_reward: float
     reasons: dict[str, int] = field(default_factory=dict)  # headline reasons of the non-best scores
     samples: list[dict[str, Any]] = field(default_factory=list)
+    turns_mean: float | None = None  # multi-turn envs: assistant turns per episode
+    tool_calls_mean: float | None = None  # multi-turn envs: tool calls per episode
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -70,6 +76,9 @@ def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(batch_size)]
+    multiturn = getattr(envs[0].unwrapped, "max_turns", 1) > 1
+    if multiturn:  # one env per episode: n episodes of each task of a batch
+        envs += [make(env_id, **(env_kwargs or {})) for _ in range(batch_size * (n - 1))]
     size = envs[0].unwrapped.source.size
     total = size if size is not None else DEFAULT_GENERATED_ITEMS
     if limit is not None:
@@ -78,14 +87,21 @@ def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,
         total = min(total, limit)
     sums = dict.fromkeys(ks, 0.0)
     reward_sum, reasons, samples = 0.0, Counter(), []
+    turns, calls = 0, 0
     with tqdm(total=total, desc=f"eval {env_id}", unit="task", disable=not progress, file=sys.stderr) as bar:
         for start in range(0, total, batch_size):
             batch = envs[: min(batch_size, total - start)]
-            prompts = [env.reset(options={"index": start + b})[0] for b, env in enumerate(batch)]
-            completions = policy(prompts, n)
-            if len(completions) != len(batch) or any(len(c) != n for c in completions):
-                raise ValueError(f"the policy must return {n} completions for each of the {len(batch)} prompts")
-            for b, scored in enumerate(score_groups(batch, completions)):
+            if multiturn:
+                completions, results = run_episodes(envs, policy, n, start, len(batch))
+                turns += sum(info.get("turn", 1) for group in results for _, info in group)
+                calls += sum(info.get("tool_calls", 0) for group in results for _, info in group)
+            else:
+                prompts = [env.reset(options={"index": start + b})[0] for b, env in enumerate(batch)]
+                completions = policy(prompts, n)
+                if len(completions) != len(batch) or any(len(c) != n for c in completions):
+                    raise ValueError(f"the policy must return {n} completions for each of the {len(batch)} prompts")
+                results = score_groups(batch, completions)
+            for b, scored in enumerate(results):
                 correct = sum(info["correct"] for _, info in scored)
                 for k in ks:
                     sums[k] += pass_at_k(n, correct, k)
@@ -99,8 +115,40 @@ def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,
             bar.update(len(batch))
     for env in envs:
         env.close()
+    episodes = total * n if multiturn else 0
     return EvalResult(env_id, total, n, {k: sums[k] / total for k in ks}, reward_sum / (total * n),
-                      dict(reasons.most_common()), samples)
+                      dict(reasons.most_common()), samples, turns / episodes if episodes else None,
+                      calls / episodes if episodes else None)
+
+
+def run_episodes(envs: list, policy: Policy, n: int, start: int, tasks: int):
+    """n whole episodes of tasks start..start + tasks - 1 (envs[t * n + j] plays episode j of task t).
+
+    Returns (transcripts, results): per task, the n episodes' assistant turns joined as text, and
+    their (final reward, final info). Each round asks the policy for one turn of every live episode.
+    """
+    from rlvr.envs.tools import with_tool_prompt
+
+    playing = envs[: tasks * n]
+    observations = [env.reset(options={"index": start + k // n})[0] for k, env in enumerate(playing)]
+    turns: list[list[str]] = [[] for _ in playing]
+    ended: list[tuple[float, dict] | None] = [None] * len(playing)
+    live = list(range(len(playing)))
+    while live:
+        prompts = [with_tool_prompt(observations[k], getattr(playing[k].unwrapped, "tool_schemas", None) or [])
+                   for k in live]
+        replies = policy(prompts, 1)
+        if len(replies) != len(live) or any(len(r) != 1 for r in replies):
+            raise ValueError(f"the policy must return 1 completion for each of the {len(live)} conversations")
+        for k, (text,) in zip(live, replies):
+            observations[k], reward, terminated, truncated, info = playing[k].step(text)
+            turns[k].append(text)
+            if terminated or truncated:
+                ended[k] = (float(info.get("final_reward", reward)), info)
+        live = [k for k in live if ended[k] is None]
+    transcripts = [["\n\n".join(turns[t * n + j]) for j in range(n)] for t in range(tasks)]
+    results = [[ended[t * n + j] for j in range(n)] for t in range(tasks)]
+    return transcripts, results
 
 
 def model_policy(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, temperature: float | None = None,
@@ -188,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
         for k, value in result.pass_at.items():
             print(f"  pass@{k}: {value:.4f}")
         print(f"  mean reward: {result.mean_reward:.4f}")
+        if result.turns_mean is not None:
+            print(f"  mean turns: {result.turns_mean:.2f}, mean tool calls: {result.tool_calls_mean:.2f}")
         if result.reasons:
             print("  reasons: " + ", ".join(f"{r} {c}" for r, c in result.reasons.items()))
     return 0

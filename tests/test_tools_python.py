@@ -1,0 +1,60 @@
+"""The sandboxed `python` tool: notebook state within an episode, limits, isolation (needs Docker)."""
+
+import json
+
+import gymnasium as gym
+import pytest
+from conftest import require_docker
+
+import rlvr.envs  # noqa: F401  (registers rlvr/ToolMath-v0)
+from rlvr.envs.python_tool import PythonTool
+
+
+@pytest.fixture(scope="module")
+def tool():
+    made = PythonTool(timeout=3.0, max_output_chars=300)
+    require_docker(made.pool)  # skips without Docker, fails under CI
+    return made
+
+
+def test_state_persists_across_calls_and_resets(tool):
+    tool.reset()
+    assert tool("import math\nx = 123 * 456") == ""
+    assert tool("x + 1") == "56089"  # the value of a final expression is shown, as in a notebook
+    assert tool("print(math.factorial(5)); y = x") == "120"
+    assert tool("1 / 0") == "ZeroDivisionError: division by zero"
+    assert tool("y") == "56088"  # the failed cell did not break the state
+    tool.reset()
+    assert tool("x").startswith("NameError")
+
+
+def test_limits_time_memory_output(tool):
+    tool.reset()
+    assert "TimeoutError" in tool("while True:\n    pass")
+    assert "MemoryError" in tool("b = bytearray(2 * 1024 ** 3)")
+    out = tool("print('x' * 100_000)")
+    assert len(out) <= 300 and "output truncated" in out
+    assert tool("2 + 2") == "4"  # the notebook goes on after each
+
+
+def test_code_runs_isolated(tool):
+    tool.reset()
+    assert "/work" not in tool("import os\nprint(os.listdir('/'))")
+    assert "Error" in tool("import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1', timeout=1)")
+    assert tool("import os\nos.getuid()") != "0"
+
+
+def test_tool_math_episode_end_to_end(tool):
+    env = gym.make("rlvr/ToolMath-v0", tasks="arithmetic", digits=3, ops="*", require_boxed=False)
+    obs, info = env.reset(seed=5)
+    expression = obs[-1]["content"].split("Compute ")[1].split(".")[0]
+    call = json.dumps({"name": "python", "arguments": {"code": f"r = {expression}\nprint(r)"}})
+    obs, reward, term, trunc, info = env.step(f"<tool_call>{call}</tool_call>")
+    assert obs[-1]["role"] == "tool" and (reward, term, trunc) == (0.0, False, False)
+    obs, reward, term, trunc, info = env.step("<tool_call>" + json.dumps({"name": "python", "arguments": {"code": "r"}})
+                                              + "</tool_call>")
+    result = obs[-1]["content"]
+    assert result == str(eval(expression))  # the second call saw the first one's variable
+    _, reward, term, trunc, info = env.step(f"So the product is \\boxed{{{result}}}.")
+    assert (reward, term, trunc, info["tool_calls"], info["ended_by"]) == (1.0, True, False, 2, "answer")
+    env.close()
