@@ -24,11 +24,11 @@ import dataclasses
 import importlib.util
 import json
 import re
-from functools import cache
 from typing import Any
 
+from rlvr.envs import rg_scoring
 from rlvr.envs.tasks import Task, TaskSource, check_level
-from rlvr.verifiers.core import BAD_REFERENCE, ERROR, PARSE_ERROR, WRONG, Score, Verifier
+from rlvr.verifiers.core import BAD_REFERENCE, ERROR, PARSE_ERROR, TIMEOUT, WRONG, Score, Verifier
 from rlvr.verifiers.format import FinalBoxed
 
 VERSION = "0.1.25"
@@ -114,10 +114,15 @@ def description(dataset: str) -> str:
     return f"reasoning-gym {category}: {dataset.replace('_', ' ')} ({steps}, seed)"
 
 
-def _factory():
+def require() -> None:
+    """Raise MissingExtra, saying how to install it, when reasoning-gym is not installed."""
     if not available():
         raise MissingExtra(f"reasoning-gym tasks need the optional extra: {INSTALL} "
                            f"(or pip install reasoning-gym=={VERSION})")
+
+
+def _factory():
+    require()
     import reasoning_gym.factory
 
     return reasoning_gym.factory
@@ -222,24 +227,6 @@ def scoring_key(config: dict[str, Any]) -> str:
 _CONFIGS: dict[str, Any] = {}
 
 
-@cache
-def _scorer(dataset: str, key: str | None):
-    """reasoning-gym's `score_answer` of a dataset built with the item's configuration.
-
-    In another process (a scoring server) the configuration is rebuilt from its JSON;
-    where that fails, or without one, the dataset's default configuration scores.
-    """
-    factory = _factory()
-    dataset_cls, config_cls = factory.DATASETS[dataset]
-    config = _CONFIGS.get(key) if key else None
-    if config is None and key:
-        try:
-            config = config_cls(**json.loads(key))
-        except Exception:  # enums and other objects do not survive JSON
-            config = None
-    return dataset_cls(config=config).score_answer if config is not None else factory.get_score_answer_fn(dataset)
-
-
 class ReasoningGymVerifier(Verifier):
     """reasoning-gym's `score_answer` on the final `\\boxed{}` answer of a completion.
 
@@ -251,13 +238,15 @@ class ReasoningGymVerifier(Verifier):
     (`box_answer` writes one). A full score is 1; below that the
     score is 0 with reason `wrong` and reasoning-gym's own score in `info["rg_score"]`,
     unless `partial=True` keeps that partial credit as the reward. A scorer that raises on
-    the answer gives `parse_error`.
+    the answer gives `parse_error`. The scorers run in a worker process (`rg_scoring`): one
+    that runs past `timeout` seconds (sympy on `9**9**9**9`) is killed, with reason `timeout`.
     """
 
     name = "reasoning_gym"
 
-    def __init__(self, partial: bool = False, prefilled_think: bool = False):
+    def __init__(self, partial: bool = False, prefilled_think: bool = False, timeout: float = 10.0):
         self.partial = partial
+        self.timeout = timeout
         self.boxed = FinalBoxed(prefilled_think)
 
     def __repr__(self) -> str:
@@ -273,16 +262,18 @@ class ReasoningGymVerifier(Verifier):
             return Score(0.0, found.reason, info=found.info)
         answer = found.info["answer"].strip().replace("\\{", "{").replace("\\}", "}")
         try:
-            key = task_fields.get("config")
-            scorer = _scorer(meta["source_dataset"], key if isinstance(key, str) else None)
+            require()
+            key = task_fields.get("config") if isinstance(task_fields.get("config"), str) else None
+            status, value = rg_scoring.score(meta["source_dataset"], key, _CONFIGS.get(key), answer, entry,
+                                             self.timeout)
         except MissingExtra as exc:
             return Score(0.0, ERROR, info={"why": str(exc)})
-        except Exception as exc:  # the configuration does not rebuild: a task problem, not the answer's
-            return Score(0.0, BAD_REFERENCE, info={"why": f"cannot build the scorer: {type(exc).__name__}: {exc}"})
-        try:
-            value = float(scorer(answer, entry))
-        except Exception as exc:  # the scorer's parse of a model answer failed: the answer's fault
-            return Score(0.0, PARSE_ERROR, info={"answer": answer, "why": f"{type(exc).__name__}: {exc}"[:300]})
+        except rg_scoring.ScorerTimeout as exc:
+            return Score(0.0, TIMEOUT, info={"answer": answer, "why": str(exc)})
+        except RuntimeError as exc:  # the scoring process cannot start: infrastructure
+            return Score(0.0, ERROR, info={"why": str(exc)})
+        if status != "ok":  # the scorer failed on the model's answer: the answer's fault
+            return Score(0.0, PARSE_ERROR, info={"answer": answer, "why": value})
         if value >= 1.0 - 1e-9 and uses_other_numbers(answer, entry):
             return Score(0.0, WRONG, info={"answer": answer, "rg_score": value,
                                            "why": "the expression does not use the puzzle's numbers"})
