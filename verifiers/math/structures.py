@@ -120,7 +120,7 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
     s = _MEMBER.sub("", s, count=1)
     if not s:
         return scalar(s)
-    difference = split_top(s, ("\\setminus",))
+    difference = split_top(s, ("\\setminus",)) if "\\setminus" in s else ()
     if len(difference) == 2:
         node = _difference(parse_structure(difference[0]), parse_structure(difference[1]))
         if node is not None:
