@@ -8,12 +8,17 @@ steps, one after the other; the first step (warm-up) is excluded from the per-st
 rlvr sees the task through the env contract: a small gymnasium env serves prompt k of
 `make_prompts` on `reset(seed=k)` and scores with `sum_reward`.
 
-TRL runs in fp32 (the peer sets bf16=False). rlvr is measured twice against the same TRL run:
+TRL runs in fp32 (the peer sets bf16=False). rlvr is measured against the same TRL run as
 `fp32` (fp32 throughout, TRL's precision) and `bf16-sampling` (sampling under bf16 autocast,
 training in fp32, tokens reweighted by the truncated importance weight); each row says which.
+The `lora` variant trains LoRA adapters (peft, rank `--lora-rank`, alpha 2 x rank, every linear
+layer of the decoder) and is compared with TRL's GRPOTrainer given the same `peft_config` (the
+peer script run unchanged, with that one argument added), and with rlvr's fp32 full fine-tuning
+row of the same run.
 
     python bench/trainer_step.py                 # the three configurations of the issue
     python bench/trainer_step.py --only tiny     # one configuration
+    python bench/trainer_step.py --only smollm2 --variants fp32,lora   # LoRA rows beside full fine-tuning
 Ends with `RESULT {"configs": [...]}`.
 """
 
@@ -32,7 +37,7 @@ from pathlib import Path
 
 PEER_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
 PEER = PEER_DIR / "trl_grpo_step.py"
-VARIANTS = {"fp32": "auto", "bf16-sampling": "bf16"}  # rlvr's sample_dtype for each
+VARIANTS = {"fp32": "auto", "bf16-sampling": "bf16", "lora": "auto"}  # rlvr's sample_dtype for each
 CONFIGS = [
     {"name": "smollm2-G4-P2-L32", "model": "smollm2", "G": 4, "P": 2, "L": 32},
     {"name": "smollm2-G8-P4-L64", "model": "smollm2", "G": 8, "P": 4, "L": 64},
@@ -83,6 +88,7 @@ def run_rlvr_worker(args) -> dict:
         max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
         autocast="off", sample_dtype=args.sample_dtype,
+        lora={"rank": args.lora_rank, "alpha": 2 * args.lora_rank} if args.lora_rank else None,
     )
     def cpu_s() -> float:
         ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -112,6 +118,24 @@ def run_rlvr_worker(args) -> dict:
     return res
 
 
+def run_trl_peft_worker(args) -> int:
+    """The peer script, unchanged, with TRL's GRPOTrainer given a LoRA `peft_config` of `args.lora_rank`."""
+    sys.path.insert(0, str(PEER_DIR))
+    import trl
+    import trl_grpo_step as peer
+    from peft import LoraConfig
+
+    config = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0, target_modules="all-linear")
+
+    class PeftGRPOTrainer(trl.GRPOTrainer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, peft_config=config, **kw)
+
+    trl.GRPOTrainer = PeftGRPOTrainer
+    peer.main(args.peer_args)
+    return 0
+
+
 def _run(cmd: list[str]) -> dict:
     env = {**os.environ, "TQDM_DISABLE": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -134,10 +158,19 @@ def main(argv=None) -> int:
     p.add_argument("-P", type=int, default=2, help=argparse.SUPPRESS)
     p.add_argument("-L", type=int, default=32, help=argparse.SUPPRESS)
     p.add_argument("--sample-dtype", default="auto", help=argparse.SUPPRESS)
+    p.add_argument("--lora-rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--trl-peft-worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, default=16, help="LoRA rank of the lora variant (both trainers)")
     p.add_argument("--variants", default="fp32,bf16-sampling",
-                   help="rlvr settings to measure: fp32 (TRL's precision throughout) and/or bf16-sampling "
-                        "(sampling in bf16, training in fp32, with the importance-weight correction)")
-    args = p.parse_args(argv)
+                   help="rlvr settings to measure: fp32 (TRL's precision throughout), bf16-sampling "
+                        "(sampling in bf16, training in fp32, with the importance-weight correction) and/or lora "
+                        "(adapters of --rank, against TRL + PEFT at that rank)")
+    args, rest = p.parse_known_args(argv)
+    if args.trl_peft_worker:
+        args.peer_args = rest
+        return run_trl_peft_worker(args)
+    if rest:
+        p.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.worker:
         run_rlvr_worker(args)
         return 0
@@ -151,11 +184,17 @@ def main(argv=None) -> int:
         geometry = ["-G", str(c["G"]), "-P", str(c["P"]), "--threads", str(args.threads)]
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
-        trl = _run([sys.executable, str(PEER), "--model", c["model"], *geometry, "--max-completion-length",
-                    str(c["L"]), "--steps", str(args.steps)])
-        for variant in args.variants.split(","):
+        peer_args = ["--model", c["model"], *geometry, "--max-completion-length", str(c["L"]), "--steps", str(args.steps)]
+        variants = args.variants.split(",")
+        trl_full = _run([sys.executable, str(PEER), *peer_args]) if variants != ["lora"] else None
+        full = None
+        for variant in variants:
+            lora = ["--lora-rank", str(args.rank)] if variant == "lora" else []
+            trl = trl_full
+            if lora:
+                trl = _run([sys.executable, __file__, "--trl-peft-worker", "--lora-rank", str(args.rank), *peer_args])
             ours = _run([sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
-                         "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant]])
+                         "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant], *lora])
             row = {
                 "name": c["name"],
                 "rlvr_precision": variant,
@@ -170,6 +209,15 @@ def main(argv=None) -> int:
                 "trl_cpu_s_per_step": trl["median_step_cpu_s"],
                 "cpu_ratio": round(ours["median_step_cpu_s"] / trl["median_step_cpu_s"], 3),
             }
+            if variant == "fp32":
+                full = ours
+            if lora:  # the peer is TRL + PEFT at the same rank; also against rlvr's full fine-tuning
+                row["trl_peer"] = f"trl+peft r={args.rank}"
+                if full is not None:
+                    row["rlvr_full_s_per_step"] = full["median_step_s_excl_first"]
+                    row["rlvr_full_peak_rss_mb"] = full["peak_rss_during_train_mb"]
+                    row["step_ratio_vs_full"] = round(ours["median_step_s_excl_first"] / full["median_step_s_excl_first"], 3)
+                    row["rss_ratio_vs_full"] = round(ours["peak_rss_during_train_mb"] / full["peak_rss_during_train_mb"], 3)
             results.append(row)
             print(f"{c['name']} ({variant}): rlvr {ours['step_s']} s/step (zero-variance groups "
                   f"{ours['zero_var_frac']}, tokens {ours['gen_tokens_per_step']}) | trl {trl['step_s']} s/step "

@@ -31,11 +31,17 @@ class LocalCluster:
         try:
             self._start(["--head", "--port", str(port), "--temp-dir", self.temp_dir, "--include-dashboard=false",
                          "--disable-usage-stats"], 0, cpus_per_node)
-            for i in range(1, nodes):
-                self._start(["--address", self.address], i, cpus_per_node)
+            self.nodes = 1
+            for _ in range(1, nodes):
+                self.add_node(cpus_per_node)
         except BaseException:
             self.stop()
             raise
+
+    def add_node(self, cpus: int = 1) -> None:
+        """One more node joins the cluster (`ray start --address`), with resource `node<i>`."""
+        self._start(["--address", self.address], self.nodes, cpus)
+        self.nodes += 1
 
     def _start(self, args: list[str], index: int, cpus: int) -> None:
         cmd = [self._ray, "start", *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus),
