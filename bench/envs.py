@@ -5,8 +5,11 @@
    which eager registration would add, and `import gymnasium` (most of rlvr.envs' own
    import) is shown beside it. Median of 5 fresh interpreters each.
 2. Per family of reasoning-gym envs: `reset` + `step` with the boxed gold answer on the
-   first items of every env of the family (items/s, generation included); the peer is the
-   same items straight from reasoning-gym (`dataset[i]` + `score_answer(gold, entry)`).
+   first items of every env of the family (items/s, generation included; the scorer runs
+   in rlvr's scoring worker); the peer is the same items straight from reasoning-gym
+   (`dataset[i]` + `score_answer(gold, entry)` in-process). sympy's cache is cleared before
+   each pass. Then scoring alone: `score_group` of 8 boxed completions of each item (one
+   exchange with the worker) against 8 `score_answer` calls.
 3. Batched vs sequential scoring of 64 prompts x 8 math completions (MATH-500): the batched
    path is `rlvr.envs.score_groups` over 64 envs (one `score_batch` call, the math
    verifier's worker processes sharing the symbolic checks); the peer is the plain
@@ -61,28 +64,46 @@ def import_seconds(module: str) -> float:
     return statistics.median(runs)
 
 
-def family_throughput() -> dict[str, tuple[float, float]]:
-    """family -> (rlvr reset+step items/s, reasoning-gym dataset[i]+score_answer items/s)."""
+def family_throughput() -> dict[str, dict[str, float]]:
+    """Per family: rlvr's reset+step items/s and score_group completions/s, and the peer's."""
     from reasoning_gym.factory import create_dataset
+    from sympy.core.cache import clear_cache  # some generators run sympy: neither pass may reuse the other's
 
-    ours, theirs, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    items: dict[str, int] = defaultdict(int)
     for name, (family, _) in rg.DATASETS.items():
-        env = gym.make(rg.env_id(name))  # building the dataset (and the scorer's) is left out of both timings
+        env = gym.make(rg.env_id(name))  # building the dataset (and the scorer's) is left out of the timings
         env.reset(options={"index": ITEMS})
         env.step("\\boxed{warm-up}")
+        dataset = create_dataset(name, seed=0, size=env.unwrapped.source.size)
+        time_ = seconds[family]
+        clear_cache()
         start = time.perf_counter()
         for i in range(ITEMS):
             env.reset(options={"index": i})
             env.step(rg.box_answer(env.unwrapped.task.reference or "none"))
-        ours[family] += time.perf_counter() - start
-        dataset = create_dataset(name, seed=0, size=env.unwrapped.source.size)
+        time_["step"] += time.perf_counter() - start
+        clear_cache()
         start = time.perf_counter()
         for i in range(ITEMS):
             entry = dataset[i]
             dataset.score_answer(rg.gold_answer(entry), entry)
-        theirs[family] += time.perf_counter() - start
-        count[family] += ITEMS
-    return {f: (count[f] / ours[f], count[f] / theirs[f]) for f in sorted(count)}
+        time_["peer_step"] += time.perf_counter() - start
+        for i in range(ITEMS):  # G completions of items already made: scoring alone
+            env.reset(options={"index": i})
+            entry, gold = env.unwrapped.task.fields["entry"], env.unwrapped.task.reference or "none"
+            start = time.perf_counter()
+            env.unwrapped.score_group([rg.box_answer(gold)] * GROUP)
+            time_["group"] += time.perf_counter() - start
+            start = time.perf_counter()
+            for _ in range(GROUP):
+                dataset.score_answer(gold, entry)
+            time_["peer_group"] += time.perf_counter() - start
+        items[family] += ITEMS
+    return {f: {"items_per_s": items[f] / t["step"], "peer_items_per_s": items[f] / t["peer_step"],
+                "completions_per_s": items[f] * GROUP / t["group"],
+                "peer_completions_per_s": items[f] * GROUP / t["peer_group"]}
+            for f, t in sorted(seconds.items())}
 
 
 def main() -> int:
@@ -94,9 +115,12 @@ def main() -> int:
           f"(gymnasium alone: {gymnasium_s:.3f} s); "
           f"import reasoning_gym (what eager registration adds): {peer_import_s:.3f} s")
     families = family_throughput()
-    print(f"reset + step of the boxed gold, first {ITEMS} items of each reasoning-gym env (items/s):")
-    for family, (rate, peer) in families.items():
-        print(f"  {family:<12} rlvr {rate:8.1f}   reasoning-gym alone {peer:8.1f}   ratio {rate / peer:.2f}")
+    print(f"first {ITEMS} items of each reasoning-gym env: reset + step of the boxed gold (items/s, generation "
+          f"included), and score_group of {GROUP} completions (completions/s); peer: reasoning-gym alone")
+    for family, r in families.items():
+        print(f"  {family:<12} items/s {r['items_per_s']:8.1f} vs {r['peer_items_per_s']:8.1f} "
+              f"({r['items_per_s'] / r['peer_items_per_s']:.2f}x)   completions/s {r['completions_per_s']:8.1f} "
+              f"vs {r['peer_completions_per_s']:8.1f} ({r['completions_per_s'] / r['peer_completions_per_s']:.2f}x)")
 
     kwargs = {"path": str(DATA / "math500" / "test.jsonl")} if DATA.is_dir() else {}
     envs = [gym.make("rlvr/MATH500-v0", **kwargs) for _ in range(PROMPTS)]
@@ -141,8 +165,8 @@ def main() -> int:
         "import_s": round(import_s, 3),
         "peer_import_s": round(peer_import_s, 3),
         "gymnasium_import_s": round(gymnasium_s, 3),
-        "family_items_per_s": {f: round(r, 1) for f, (r, _) in families.items()},
-        "family_peer_items_per_s": {f: round(p, 1) for f, (_, p) in families.items()},
+        **{f"family_{key}": {f: round(r[key], 1) for f, r in families.items()}
+           for key in ("items_per_s", "peer_items_per_s", "completions_per_s", "peer_completions_per_s")},
         "batched_completions_per_s": round(batched_rate, 1),
         "sequential_completions_per_s": round(sequential_rate, 1),
         "speedup": round(batched_rate / sequential_rate, 2),

@@ -22,10 +22,6 @@ from typing import Any
 STARTUP_TIMEOUT = 120.0  # importing reasoning-gym on a loaded machine
 
 
-class ScorerTimeout(Exception):
-    """The scorer ran past its limit (or its process died) on this answer."""
-
-
 class _Worker:
     def __init__(self):
         ours, theirs = socket.socketpair()
@@ -52,22 +48,39 @@ _lock = threading.Lock()
 _worker: _Worker | None = None
 
 
-def score(dataset: str, key: str | None, config: Any, answer: str, entry: dict, timeout: float) -> tuple[str, Any]:
-    """("ok", score) or ("raised", message) from the dataset's scorer under `config` (the
-    configuration object, or None), known by `key`; ScorerTimeout past `timeout` seconds."""
+CHUNK = 256  # requests in flight at once (their replies are small; the pipe never fills)
+
+
+def score_many(requests: list[tuple[str, str | None, Any, str, dict]], timeout: float) -> list[tuple[str, Any]]:
+    """Score `(dataset, key, config, answer, entry)` requests in one exchange with the worker.
+
+    Each reply is ("ok", score), ("raised", message) when the scorer failed on the answer,
+    or ("timeout", message) when it ran past `timeout` seconds (or its process died): the
+    worker is then replaced and the requests after it go to the fresh one.
+    """
     global _worker
+    replies: list[tuple[str, Any]] = []
     with _lock:
-        if _worker is None or _worker.process.poll() is not None:
-            _worker = _Worker()
-        try:
-            _worker.conn.send((dataset, key, config, answer, entry))
-            if _worker.conn.poll(timeout):
-                return _worker.conn.recv()
-        except (EOFError, OSError):
-            pass
-        _worker.close()  # past the limit, or the process died: a fresh one next time
-        _worker = None
-        raise ScorerTimeout(f"reasoning-gym's scorer ran past {timeout:g} s (or its process died)")
+        pending = list(requests)
+        while pending:
+            if _worker is None or _worker.process.poll() is not None:
+                _worker = _Worker()
+            batch, pending = pending[:CHUNK], pending[CHUNK:]
+            done = 0
+            try:
+                for request in batch:
+                    _worker.conn.send(request)
+                while done < len(batch) and _worker.conn.poll(timeout):
+                    replies.append(_worker.conn.recv())
+                    done += 1
+            except (EOFError, OSError):
+                pass
+            if done < len(batch):  # past the limit, or the process died: a fresh one for the rest
+                _worker.close()
+                _worker = None
+                replies.append(("timeout", f"reasoning-gym's scorer ran past {timeout:g} s (or its process died)"))
+                pending = batch[done + 1:] + pending
+    return replies
 
 
 @atexit.register

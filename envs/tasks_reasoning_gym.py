@@ -28,7 +28,16 @@ from typing import Any
 
 from rlvr.envs import rg_scoring
 from rlvr.envs.tasks import Task, TaskSource, check_level
-from rlvr.verifiers.core import BAD_REFERENCE, ERROR, PARSE_ERROR, TIMEOUT, WRONG, Score, Verifier
+from rlvr.verifiers.core import (
+    BAD_REFERENCE,
+    ERROR,
+    PARSE_ERROR,
+    TIMEOUT,
+    WRONG,
+    Score,
+    Verifier,
+    align_batch,
+)
 from rlvr.verifiers.format import FinalBoxed
 
 VERSION = "0.1.25"
@@ -253,7 +262,35 @@ class ReasoningGymVerifier(Verifier):
         return f"ReasoningGymVerifier(partial={self.partial})"
 
     def score(self, completion: Any, reference: Any = None, **task_fields: Any) -> Score:
-        entry = task_fields.get("entry")
+        return self.score_batch([completion], [reference], [task_fields])[0]
+
+    def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
+        """All answers go to the scoring worker in one exchange."""
+        references, task_fields = align_batch(completions, references, task_fields)
+        scores: list[Score | None] = [None] * len(completions)
+        requests, slots = [], []
+        for i, (completion, fields) in enumerate(zip(completions, task_fields)):
+            prepared = self._prepare(completion, fields)
+            if isinstance(prepared, Score):
+                scores[i] = prepared
+            else:
+                requests.append(prepared)
+                slots.append(i)
+        if requests:
+            try:
+                require()
+                replies = rg_scoring.score_many(requests, self.timeout)
+            except MissingExtra as exc:
+                replies = [("error", str(exc))] * len(requests)
+            except RuntimeError as exc:  # the scoring process cannot start: infrastructure
+                replies = [("error", str(exc))] * len(requests)
+            for i, request, reply in zip(slots, requests, replies):
+                scores[i] = self._verdict(request[3], request[4], *reply)
+        return scores  # type: ignore[return-value]
+
+    def _prepare(self, completion: Any, fields: dict[str, Any]) -> Score | tuple:
+        """A zero with its reason, or the scoring worker's request for this completion."""
+        entry = fields.get("entry")
         meta = entry.get("metadata") if isinstance(entry, dict) else None
         if not isinstance(meta, dict) or meta.get("source_dataset") not in DATASETS:
             return Score(0.0, BAD_REFERENCE, info={"why": "the task has no reasoning-gym entry"})
@@ -261,17 +298,14 @@ class ReasoningGymVerifier(Verifier):
         if found.value < 1:
             return Score(0.0, found.reason, info=found.info)
         answer = found.info["answer"].strip().replace("\\{", "{").replace("\\}", "}")
-        try:
-            require()
-            key = task_fields.get("config") if isinstance(task_fields.get("config"), str) else None
-            status, value = rg_scoring.score(meta["source_dataset"], key, _CONFIGS.get(key), answer, entry,
-                                             self.timeout)
-        except MissingExtra as exc:
-            return Score(0.0, ERROR, info={"why": str(exc)})
-        except rg_scoring.ScorerTimeout as exc:
-            return Score(0.0, TIMEOUT, info={"answer": answer, "why": str(exc)})
-        except RuntimeError as exc:  # the scoring process cannot start: infrastructure
-            return Score(0.0, ERROR, info={"why": str(exc)})
+        key = fields.get("config") if isinstance(fields.get("config"), str) else None
+        return meta["source_dataset"], key, _CONFIGS.get(key), answer, entry
+
+    def _verdict(self, answer: str, entry: dict[str, Any], status: str, value: Any) -> Score:
+        if status == "error":
+            return Score(0.0, ERROR, info={"why": value})
+        if status == "timeout":
+            return Score(0.0, TIMEOUT, info={"answer": answer, "why": value})
         if status != "ok":  # the scorer failed on the model's answer: the answer's fault
             return Score(0.0, PARSE_ERROR, info={"answer": answer, "why": value})
         if value >= 1.0 - 1e-9 and uses_other_numbers(answer, entry):
