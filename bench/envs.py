@@ -56,12 +56,16 @@ def completions_for(gold: str, others: list[str]) -> list[str]:
     ]
 
 
-def import_seconds(module: str) -> float:
-    """Median wall time of importing `module` in a fresh interpreter (interpreter start-up excluded)."""
-    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                 env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout) for _ in range(IMPORTS)]
-    return statistics.median(runs)
+def import_seconds(module: str) -> tuple[float, float]:
+    """Median (wall, CPU) seconds of importing `module` in a fresh interpreter (start-up excluded).
+
+    CPU time is what the import itself costs; wall time also counts waiting for a busy CPU.
+    """
+    code = (f"import time; t, c = time.perf_counter(), time.process_time(); import {module}; "
+            f"print(time.perf_counter() - t, time.process_time() - c)")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONWARNINGS": "ignore"}).stdout.split() for _ in range(IMPORTS)]
+    return statistics.median(float(w) for w, _ in runs), statistics.median(float(c) for _, c in runs)
 
 
 def family_throughput() -> dict[str, dict[str, float]]:
@@ -108,12 +112,12 @@ def family_throughput() -> dict[str, dict[str, float]]:
 
 def main() -> int:
     env_ids = len(env_entries())
-    import_s, peer_import_s = import_seconds("rlvr.envs"), import_seconds("reasoning_gym")
-    gymnasium_s = import_seconds("gymnasium")
+    (import_s, import_cpu_s), (peer_import_s, peer_cpu_s) = import_seconds("rlvr.envs"), import_seconds("reasoning_gym")
+    gymnasium_s, gymnasium_cpu_s = import_seconds("gymnasium")
     print(f"load: {os.getloadavg()[0]:.2f} (1-min average)")
-    print(f"import rlvr.envs ({env_ids} env ids, lazily): {import_s:.3f} s median of {IMPORTS} "
-          f"(gymnasium alone: {gymnasium_s:.3f} s); "
-          f"import reasoning_gym (what eager registration adds): {peer_import_s:.3f} s")
+    print(f"import rlvr.envs ({env_ids} env ids, lazily): {import_s:.3f} s wall, {import_cpu_s:.3f} s CPU, "
+          f"median of {IMPORTS} (gymnasium alone: {gymnasium_s:.3f} s wall, {gymnasium_cpu_s:.3f} s CPU); "
+          f"import reasoning_gym (what eager registration adds): {peer_import_s:.3f} s wall, {peer_cpu_s:.3f} s CPU")
     families = family_throughput()
     print(f"first {ITEMS} items of each reasoning-gym env: reset + step of the boxed gold (items/s, generation "
           f"included), and score_group of {GROUP} completions (completions/s); peer: reasoning-gym alone")
@@ -163,8 +167,11 @@ def main() -> int:
     print("RESULT " + json.dumps({
         "env_ids": env_ids,
         "import_s": round(import_s, 3),
+        "import_cpu_s": round(import_cpu_s, 3),
         "peer_import_s": round(peer_import_s, 3),
+        "peer_import_cpu_s": round(peer_cpu_s, 3),
         "gymnasium_import_s": round(gymnasium_s, 3),
+        "gymnasium_import_cpu_s": round(gymnasium_cpu_s, 3),
         **{f"family_{key}": {f: round(r[key], 1) for f, r in families.items()}
            for key in ("items_per_s", "peer_items_per_s", "completions_per_s", "peer_completions_per_s")},
         "batched_completions_per_s": round(batched_rate, 1),

@@ -26,7 +26,6 @@ import json
 import re
 from typing import Any
 
-from rlvr.envs import rg_scoring
 from rlvr.envs.tasks import Task, TaskSource, check_level
 from rlvr.verifiers.core import (
     BAD_REFERENCE,
@@ -279,6 +278,8 @@ class ReasoningGymVerifier(Verifier):
         if requests:
             try:
                 require()
+                from rlvr.envs import rg_scoring  # (sockets and subprocesses: imported when first scoring)
+
                 replies = rg_scoring.score_many(requests, self.timeout)
             except MissingExtra as exc:
                 replies = [("error", str(exc))] * len(requests)
