@@ -79,7 +79,7 @@ def family_throughput() -> dict[str, dict[str, float]]:
         env = gym.make(rg.env_id(name))  # building the dataset (and the scorer's) is left out of the timings
         env.reset(options={"index": ITEMS})
         env.step("\\boxed{warm-up}")
-        dataset = create_dataset(name, seed=0, size=env.unwrapped.source.size)
+        dataset = create_dataset(name, seed=0, size=env.unwrapped.source.items)
         time_ = seconds[family]
         clear_cache()
         start = time.perf_counter()

@@ -153,7 +153,9 @@ class ReasoningGymTasks(TaskSource):
         self.factory = _factory()
         self.dataset = self.family = dataset
         self.seed, self.config = seed, config
-        self.size = SIZES.get(dataset, DEFAULT_SIZE) if size is None else size
+        # distinct items per seed (reasoning-gym's `size`); indices wrap around, so the source is
+        # unbounded like rlvr's own generators (size None)
+        self.items = SIZES.get(dataset, DEFAULT_SIZE) if size is None else size
         levels = DATASETS[dataset][1]
         self.levels = range(1, levels + 1) if levels else None
         if difficulty is not None:
@@ -163,7 +165,7 @@ class ReasoningGymTasks(TaskSource):
         self._set_difficulty(difficulty)
 
     def _set_difficulty(self, level: int | None) -> None:
-        settings = {**self.config, "seed": self.seed, "size": self.size}
+        settings = {**self.config, "seed": self.seed, "size": self.items}
         if level is None:
             data = self.factory.create_dataset(self.dataset, **settings)
         else:
@@ -181,8 +183,9 @@ class ReasoningGymTasks(TaskSource):
             data.config, **{k: v for k, v in (("seed", 0), ("size", 1)) if hasattr(data.config, k)}))
 
     def get(self, index: int) -> Task:
-        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self.size:
-            raise ValueError(f"task index must be an int in 0..{self.size - 1}, got {index!r}")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ValueError(f"task index must be a non-negative int, got {index!r}")
+        index %= self.items
         entry = self._data[index]
         entry = {"question": entry["question"], "answer": entry["answer"], "metadata": entry["metadata"]}
         return Task(f"{self.dataset}/{self.seed}/{self.difficulty}/{index}", entry["question"], gold_answer(entry),

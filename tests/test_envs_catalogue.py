@@ -142,8 +142,13 @@ def test_items_are_seeded_and_deterministic():
     assert prompts(seed=1) == prompts(seed=1)
     assert prompts(seed=1) != prompts(seed=2)
     assert prompts(seed=1, difficulty=3) != prompts(seed=1, difficulty=1)
-    env = gym.make("rg/chain_sum-v0")
+    env = gym.make("rg/chain_sum-v0", size=50)
     assert env.reset(seed=5) == env.reset(seed=5)
+    assert env.unwrapped.source.size is None  # unbounded, like rlvr's generators: indices wrap around
+    env.reset(options={"index": 7})
+    first = env.unwrapped.task
+    env.reset(options={"index": 57})
+    assert env.unwrapped.task == first
     with pytest.raises(ValueError, match="1..11"):
         gym.make("rg/chain_sum-v0", difficulty=12)
     with pytest.raises(ValueError, match="no curriculum"):
