@@ -140,6 +140,10 @@ class Relay:
     def close(self) -> None:
         """An outage: the port stops accepting and open connections are cut."""
         self._closed = True
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
+        except OSError:
+            pass
         self.listener.close()
         for s in self._sockets:
             try:
