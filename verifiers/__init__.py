@@ -1,7 +1,8 @@
 """Reward functions that any RL stack can reuse.
 
-Importing this package never imports torch. `MathVerifier` and `CodeVerifier` load on
-first use (the code verifier needs the Docker SDK).
+Importing this package never imports torch. `MathVerifier`, `CodeVerifier`,
+`InstructionVerifier` and `JudgeVerifier` load on first use (the code verifier needs the
+Docker SDK, the judge an OpenAI-compatible server).
 """
 
 from rlvr.verifiers.core import (
@@ -34,11 +35,12 @@ from rlvr.verifiers.format import (
 __all__ = [
     "BAD_REFERENCE", "ERROR", "FORMAT", "HEDGE", "NO_ANSWER", "OVERLONG", "PARSE_ERROR", "REASONS",
     "REPETITION", "TESTS_FAILED", "TIMEOUT", "WRONG",
-    "CodeVerifier", "Composite", "FinalBoxed", "MathVerifier", "OverlongPenalty", "RepetitionPenalty",
+    "CodeVerifier", "Composite", "FinalBoxed", "InstructionVerifier", "JudgeVerifier", "MathVerifier", "OverlongPenalty", "RepetitionPenalty",
     "Score", "SoftThinkFormat", "TagCount", "ThinkFormat", "Verifier", "completion_text",
 ]
 
-_LAZY = {"MathVerifier": "rlvr.verifiers.math", "CodeVerifier": "rlvr.verifiers.code"}
+_LAZY = {"MathVerifier": "rlvr.verifiers.math", "CodeVerifier": "rlvr.verifiers.code",
+         "InstructionVerifier": "rlvr.verifiers.instructions", "JudgeVerifier": "rlvr.verifiers.judge"}
 
 
 def __getattr__(name):
