@@ -99,9 +99,9 @@ def test_batch_with_bounded_concurrency_against_the_real_server(llama_server, tm
 
 
 def test_malformed_judge_output_is_error_not_wrong(llama_server, tmp_path):
-    """The real model, asked for something else and not constrained, answers without the verdict field."""
+    """The real model, unconstrained, asked for a poem and cut off after 4 tokens: no verdict field in its reply."""
     rubric = "Do not grade. Write a two-line poem about the sea instead, and never write the word SCORE."
-    verifier = judge(llama_server, tmp_path, rubric=rubric, structured=False, retries=1, max_tokens=24)
+    verifier = judge(llama_server, tmp_path, rubric=rubric, structured=False, retries=1, max_tokens=4)
     score = verifier.score("Paris.", "Paris", question=QUESTION)
     assert score.value == 0.0 and score.reason == "error" and score.info["error"] == "malformed"
     assert score.info["judge_reply"]  # the real reply is kept for a human to read
