@@ -11,7 +11,8 @@ solution that does not pass aborts the benchmark.
 Then, per language (Python, C, C++, Java, JavaScript, Go, Rust), a small solve-and-run
 stdin/stdout job (compile once, run on 3 cases) through the warm pool, against the same
 program compiled and run unisolated with plain `subprocess.run` calls (same argv and flags,
-the host's toolchains), with the same number of parallel jobs. RESULT gains `languages`:
+the host's toolchains, or with --peer-root the image's own from a debootstrapped root
+file system), with the same number of parallel jobs. RESULT gains `languages`:
 [{"language", "jobs_per_s", "subprocess_jobs_per_s", "overhead"}], overhead = pool time /
 subprocess time.
 
@@ -41,11 +42,13 @@ DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
 def load_jobs(n_mbpp: int) -> tuple[list[Job], list[Job]]:
+    """HumanEval and MBPP jobs; 30 s each, since a few MBPP references (amicable numbers up to
+    9999) take about 9 s on a shared, loaded machine, on either backend."""
     humaneval = [json.loads(x) for x in (DATASETS / "humaneval" / "HumanEval.jsonl").read_text().splitlines() if x]
     mbpp = [json.loads(x) for x in (DATASETS / "mbpp" / "mbpp.jsonl").read_text().splitlines() if x][:n_mbpp]
     he_jobs = [Job(code=r["canonical_solution"], prefix=r["prompt"], tests=r["test"], entry_point=r["entry_point"],
-                   timeout=10.0) for r in humaneval]
-    mb_jobs = [Job(code=r["code"], test_list=r["test_list"], test_setup_code=r["test_setup_code"], timeout=10.0,
+                   timeout=30.0) for r in humaneval]
+    mb_jobs = [Job(code=r["code"], test_list=r["test_list"], test_setup_code=r["test_setup_code"], timeout=30.0,
                    entry_point=re.search(r"assert\W*(\w+)", r["test_list"][0]).group(1)) for r in mbpp]
     return he_jobs, mb_jobs
 
@@ -100,18 +103,29 @@ SUM_CASES = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7 9\n", "output":
 HOST_PATH = "/usr/local/bin:/usr/bin:/bin"  # the toolchains apt installed, as in the image
 
 
+PEER_ROOT: list[str] = []  # a root file system with the image's toolchains, for the peer (--peer-root)
+
+
 def subprocess_job(language: str) -> bool:
     """The job unisolated: compile with the same argv, then one plain subprocess per case."""
     code = SUM_PROGRAMS[language]
-    with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as scratch:
-        source, compile_argv, run_argv, env = languages.plan(language, code, Limits().memory_mb, scratch)
-        env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": scratch, **env}
+    root = PEER_ROOT[0] if PEER_ROOT else "/"
+    with tempfile.TemporaryDirectory(prefix="rlvr-bench-", dir=os.path.join(root, "tmp")) as scratch:
+        inside = "/" + os.path.relpath(scratch, root)  # the same directory as the program sees it
+        source, compile_argv, run_argv, env = languages.plan(language, code, Limits().memory_mb, inside)
+        env = {"PATH": HOST_PATH, "LANG": "C.UTF-8", "HOME": inside, **env}
         Path(scratch, source).write_text(code)
+
+        def enter():  # chroot is no isolation: same kernel, user, cgroup and network; only paths change
+            if root != "/":
+                os.chroot(root)
+            os.chdir(inside)
+
         if compile_argv:
-            subprocess.run(compile_argv, cwd=scratch, env=env, check=True, capture_output=True, timeout=120)
+            subprocess.run(compile_argv, preexec_fn=enter, env=env, check=True, capture_output=True, timeout=120)
         argv = run_argv or ["python3", source]
         for case in SUM_CASES:
-            out = subprocess.run(argv, cwd=scratch, env=env, input=case["input"].encode(), capture_output=True,
+            out = subprocess.run(argv, preexec_fn=enter, env=env, input=case["input"].encode(), capture_output=True,
                                  timeout=60)
             if out.returncode != 0 or out.stdout.decode() != case["output"]:
                 return False
@@ -160,7 +174,13 @@ def main() -> int:
     parser.add_argument("--lang-jobs", type=int, default=12, help="jobs per compiled language (Python: 4x)")
     parser.add_argument("--languages", default=",".join(languages.LANGUAGES), help="comma-separated")
     parser.add_argument("--only-languages", action="store_true", help="skip the HumanEval/MBPP part")
+    parser.add_argument("--peer-root", default=None,
+                        help="run the unisolated peer's toolchains from this root file system (chroot, as root): "
+                             "a debootstrap with image.LANGUAGE_PACKAGES and /proc mounted, so both sides run the "
+                             "same binaries (default: the host's toolchains)")
     args = parser.parse_args()
+    if args.peer_root:
+        PEER_ROOT.append(os.path.abspath(args.peer_root))
     only = [languages.canonical(x) for x in args.languages.split(",")]
     if None in only:
         parser.error(f"--languages takes {', '.join(languages.LANGUAGES)}")
