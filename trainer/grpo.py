@@ -358,6 +358,7 @@ class GRPOTrainer:
                 densify_gradients(self.params)
                 distributed.sum_gradients(self.params)
                 totals["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(self.params, max_norm))
+            checkpoint.wait()  # the last checkpoint's tensors are on disk before the step changes them
             self.optimizer.step()
             self.scheduler.step()
             totals["updates"] += 1
