@@ -33,9 +33,10 @@ API_KEY_ENV = "RLVR_ENDPOINT_API_KEY"
 class EndpointError(RuntimeError):
     """A chat request that failed for good (after retries). `kind`: timeout, unreachable, http, malformed."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, status: int | None = None):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
+        self.status = status  # the HTTP status, for kind "http"
 
 
 def api_base(url: str) -> str:
@@ -120,7 +121,7 @@ class ChatEndpoint:
                 return self._once(body)
             except EndpointError as exc:
                 last = exc
-                if exc.kind == "http" and getattr(exc, "status", None) not in RETRY_STATUS:
+                if exc.kind == "http" and exc.status not in RETRY_STATUS:
                     break
         raise last  # type: ignore[misc]
 
@@ -135,9 +136,8 @@ class ChatEndpoint:
         except httpx.TransportError as exc:
             raise EndpointError("unreachable", f"{self.base_url}: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
-            error = EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}")
-            error.status = response.status_code
-            raise error
+            raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
+                                response.status_code)
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):

@@ -247,8 +247,10 @@ class JudgeVerifier(Verifier):
                                        "judge_reply": reply[:500], "decided_by": "judge"})
 
     def _drop_format(self, kind: str) -> None:
-        if kind in self._formats:
+        try:
             self._formats.remove(kind)
+        except ValueError:  # another thread dropped it first
+            pass
 
     def _verdict(self, value: int, reply: str, cached: bool) -> Score:
         info = {"judge_score": value, "scale": self.scale, "rubric": self.rubric_name, "cached": cached,
