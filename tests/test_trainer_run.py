@@ -65,7 +65,9 @@ def test_tiny_model_learns_the_toy_env(toy_run):
     first = sum(r["reward_mean"] for r in metrics[:3]) / 3
     last = sum(r["reward_mean"] for r in metrics[-3:]) / 3
     assert last > first + 0.08, (first, last)
-    assert metrics[-1]["entropy"] < metrics[0]["entropy"] - 1.0
+    # a step whose groups all got equal rewards trains nothing and has no entropy: take the last that trained
+    trained = [r["entropy"] for r in metrics if r["entropy"] is not None]
+    assert len(trained) >= 5 and trained[-1] < trained[0] - 1.0, trained
     evals = read_jsonl(run_dir / "eval.jsonl")
     assert [e["step"] for e in evals] == [0, 10] and evals[-1]["reward"] > evals[0]["reward"]
     for key in ("reward/letters_mean", "reward/letters_std", "accuracy", "completion_len", "kl", "clip_frac",
