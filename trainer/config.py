@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from rlvr.trainer.loss import AGGREGATIONS, SCALES
+from rlvr.trainer.reporting import check_backends
 
 
 @dataclass
@@ -79,6 +80,7 @@ class TrainConfig:
     eval_max_new_tokens: int = 0  # 0 = max_new_tokens
     eval_batch_size: int = 32
     progress: bool = True
+    report_to: list = field(default_factory=list)  # live metrics: "tensorboard", "wandb" (offline unless WANDB_MODE)
 
     def __post_init__(self):
         checks = [
@@ -107,6 +109,7 @@ class TrainConfig:
         self.lora = check_options(self.lora)
         if self.lora and self.parallel == "fsdp":
             raise ValueError("config: lora with parallel: fsdp is not supported (LoRA adapters are small: replicate)")
+        check_backends(self.report_to)
         for stage in self.curriculum:
             if not isinstance(stage, dict) or set(stage) - {"until_step", "env_kwargs"}:
                 raise ValueError("config: a curriculum stage is {until_step: int, env_kwargs: {...}}")

@@ -31,6 +31,7 @@ from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
+from rlvr.trainer.reporting import Reporter
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
 from rlvr.trainer.steps import group_token_advantages, step_rewards
 
@@ -110,6 +111,8 @@ class GRPOTrainer:
             if self.metrics.read():
                 raise ValueError(f"{self.run_dir} already holds a run: resume it or choose another run dir")
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        self.reporter = Reporter(config.report_to if self.rank == 0 else [], self.run_dir, config.to_dict(),
+                                 resume_step=self.step)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -129,6 +132,7 @@ class GRPOTrainer:
                     self.metrics.append(record)
                     for sample in self._last_samples:
                         self.samples.append(sample)
+                    self.reporter.log_step(record, self._last_samples)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
@@ -144,6 +148,7 @@ class GRPOTrainer:
                     break
         finally:
             checkpoint.wait()
+            self.reporter.close()
             if bar is not None:
                 bar.close()
             for env in self.envs:
@@ -421,6 +426,7 @@ class GRPOTrainer:
                                   batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
                 result = {"step": self.step, **result}
                 self.evals.append(result)
+                self.reporter.log_eval(result)
         if distributed.active():
             torch.distributed.barrier()
         return result
