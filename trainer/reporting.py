@@ -74,11 +74,9 @@ class Reporter:
                 self.tb.add_text("samples", samples_markdown(samples), step)
             self.tb.flush()
         if self.wandb_run is not None:
-            import wandb
-
-            table = wandb.Table(columns=["prompt", "reward", "text"],
-                                data=[[s["prompt"], s["reward"], s["text"]] for s in samples])
-            self.wandb_run.log({**values, "samples": table}, step=step)
+            # text in the history row, not a wandb.Table: a table is staged in a process-wide temp
+            # folder that other code cleaning /tmp can remove mid-run
+            self.wandb_run.log({**values, "samples": samples_markdown(samples)}, step=step)
 
     def log_eval(self, result: dict) -> None:
         values = scalars(result, "eval/")
