@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from rlvr.trainer.generation import _pick, eos_ids
-from rlvr.trainer.kvcache import cache_kwarg, returned_cache
+from rlvr.trainer.generation import _pick, eos_ids, prefill_prompts
+from rlvr.trainer.kvcache import cache_kwarg
 from rlvr.trainer.rollout import Group, make_envs, prompt_generator
 
 SENTINEL = "\u2063rlvr-turn\u2063"
@@ -127,20 +127,7 @@ def sample_episodes(model, tokenizer, envs: list, prompt_ids: list[list[int]], n
     device = next(model.parameters()).device
     eos = set(eos_ids(tokenizer, model))
     pad = tokenizer.pad_token_id
-    width = max(map(len, prompt_ids))
-    ids = torch.full((n_prompts, width), pad, dtype=torch.long)
-    mask = torch.zeros((n_prompts, width), dtype=torch.long)
-    for i, p in enumerate(prompt_ids):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = returned_cache(out)
-    cache.batch_repeat_interleave(n)
-    logits = out.logits[:, -1].repeat_interleave(n, dim=0)
-    mask = mask.repeat_interleave(n, dim=0)
-    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
+    cache, logits, mask, next_pos = prefill_prompts(model, prompt_ids, n, pad, device)
 
     rows = n_prompts * n
     episodes = [_Episode(env, r // n) for r, env in enumerate(envs)]

@@ -57,6 +57,24 @@ def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_
     return (idx if order is None else order.gather(-1, idx.unsqueeze(-1)).squeeze(-1)), logp
 
 
+def prefill_prompts(model, prompt_ids: list[list[int]], n: int, pad_token_id: int, device):
+    """Encode each prompt once (left-padded) and repeat its cache `n` times: the KV cache, the
+    next-token logits, the attention mask and the next position of every one of the n * P rows."""
+    width = max(map(len, prompt_ids))
+    ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    cache = returned_cache(out)
+    cache.batch_repeat_interleave(n)
+    logits = out.logits[:, -1].repeat_interleave(n, dim=0)
+    return cache, logits, mask.repeat_interleave(n, dim=0), positions[:, -1:].repeat_interleave(n, dim=0) + 1
+
+
 @torch.no_grad()
 def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int = 256,
            temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
@@ -71,20 +89,7 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
     if generators is None:
         generators = [torch.Generator().manual_seed(i) for i in range(n_prompts)]
     device = next(model.parameters()).device
-    width = max(map(len, prompt_ids))
-    ids = torch.full((n_prompts, width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((n_prompts, width), dtype=torch.long)
-    for i, p in enumerate(prompt_ids):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
-    cache = returned_cache(out)
-    cache.batch_repeat_interleave(n)
-    logits = out.logits[:, -1].repeat_interleave(n, dim=0)
-    mask = mask.repeat_interleave(n, dim=0)
-    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1
+    cache, logits, mask, next_pos = prefill_prompts(model, prompt_ids, n, pad_token_id, device)
 
     rows = n_prompts * n
     tokens: list[list[int]] = [[] for _ in range(rows)]
