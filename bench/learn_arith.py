@@ -1,15 +1,17 @@
 #!/usr/bin/env python
-"""Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes?
+"""Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes, at every seed?
 
-Trains with configs/arith-smollm2.yaml (hardened composite reward: a correct single final
-\\boxed{} answer, plus partial credit for the right final number and for exactly one final box,
-weighted as the config says; a curriculum from one-digit to two-digit sums) for at most
-`--minutes` of training wall time, and measures greedy accuracy on 200 held-out two-digit
-addition prompts before and after. The run folder keeps the metrics, the evals and the reward
-curve (reward.png).
+Trains with configs/arith-smollm2.yaml (the reward and curriculum are described there) for at
+most `--minutes` of training time (summed step times, so evaluations do not count), once per
+seed in `--seeds`, `--parallel` runs at a time (one torch thread each). Greedy accuracy on 200
+held-out two-digit sums is measured before training, every `--eval-every` steps, and after.
+Each seed's run folder keeps its metrics, evals and curves; the folder above gets
+accuracy.png, held-out accuracy against training minutes for every seed.
 
-    python bench/learn_arith.py [--minutes 30] [--run-dir runs/learn_arith] [--set key=value ...]
-Ends with `RESULT {"accuracy_before": ..., "accuracy_after": ..., "minutes": ...}`.
+    python bench/learn_arith.py [--seeds 0,1,2] [--minutes 30] [--run-dir runs/learn_arith] [--set key=value ...]
+Ends with `RESULT {"seeds": [...], "accuracy_before": [...], "accuracy_after": [...],
+"median_accuracy_after": ..., "min_accuracy_after": ..., "minutes_to_0.5": [...], "median_minutes_to_0.5": ...}`
+(minutes_to_0.5: training minutes to the first evaluation at 0.5 or more; null if never).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import argparse
 import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,40 +29,118 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--minutes", type=float, default=30.0, help="training wall-time budget")
-    p.add_argument("--config", default=str(ROOT / "configs" / "arith-smollm2.yaml"))
-    p.add_argument("--run-dir", default=str(ROOT / "runs" / "learn_arith"))
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    args = p.parse_args(argv)
-
+def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, overrides: list[str]) -> dict:
+    """One training run in this process; returns its summary (also written to run_dir/summary.json)."""
     from rlvr.trainer.config import load_config
     from rlvr.trainer.grpo import GRPOTrainer
     from rlvr.trainer.plot import write_plots
 
     # steps is only an upper bound here: the time budget ends the run
-    config = load_config(args.config, ["steps=1000", "eval_prompts=200", "progress=false",
-                                       f"max_minutes={args.minutes}", *args.overrides])
-    shutil.rmtree(args.run_dir, ignore_errors=True)
+    config = load_config(config_path, ["steps=5000", "eval_prompts=200", "progress=false", "threads=1",
+                                       f"eval_every={eval_every}", f"max_minutes={minutes}", *overrides])
+    shutil.rmtree(run_dir, ignore_errors=True)
     load_before = os.getloadavg()
-    trainer = GRPOTrainer(config, args.run_dir)
+    trainer = GRPOTrainer(config, run_dir)
     t0 = time.perf_counter()
     records = trainer.train()
     wall = time.perf_counter() - t0
     evals = trainer.evals.read()
-    train_minutes = sum(r["step_s"] for r in records) / 60
-    write_plots(args.run_dir)
+    write_plots(run_dir)
+    elapsed, minutes_at = 0.0, {0: 0.0}  # training minutes when each step ended
     for r in records:
-        print(f"step {r['step']:3d} reward {r['reward_mean']:.3f} acc {r['accuracy']:.3f} "
-              f"zero-var {r['zero_var_frac']:.2f} len {r['completion_len']:.1f} {r['step_s']:.1f}s "
-              f"{r['env_kwargs']}")
-    print(f"evals: {evals}")
-    print(f"training {train_minutes:.1f} min over {len(records)} steps; wall incl. evals {wall / 60:.1f} min; "
-          f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print(f"curve: {Path(args.run_dir) / 'reward.png'}")
-    print("RESULT " + json.dumps({"accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
-                                  "minutes": round(train_minutes, 1)}))
+        elapsed += r["step_s"] / 60
+        minutes_at[r["step"]] = elapsed
+        print(f"[seed {config.seed}] step {r['step']:3d} reward {r['reward_mean']:.3f} acc {r['accuracy']:.3f} "
+              f"zero-var {r['zero_var_frac']:.2f} len {r['completion_len']:.1f} {r['step_s']:.1f}s {r['env_kwargs']}")
+    curve = [(round(minutes_at.get(e["step"], elapsed), 2), e["accuracy"]) for e in evals]
+    reached = [m for m, acc in curve if acc >= 0.5]
+    summary = {"seed": config.seed, "steps": len(records), "minutes": round(elapsed, 1),
+               "accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
+               "minutes_to_0.5": reached[0] if reached else None, "curve": curve,
+               "wall_minutes": round(wall / 60, 1), "load_before": round(load_before[0], 2),
+               "load_after": round(os.getloadavg()[0], 2)}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    print(f"[seed {config.seed}] summary {json.dumps(summary)}")
+    return summary
+
+
+def plot_seeds(summaries: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for s in summaries:
+        ax.plot([m for m, _ in s["curve"]], [a for _, a in s["curve"]], "o-", label=f"seed {s['seed']}")
+    ax.set_xlabel("training minutes (one CPU core)")
+    ax.set_ylabel("held-out accuracy (greedy, 200 prompts)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one 30-minute run each")
+    p.add_argument("--parallel", type=int, default=2, help="runs at a time (one torch thread each)")
+    p.add_argument("--minutes", type=float, default=30.0, help="training budget per seed (summed step times)")
+    p.add_argument("--eval-every", type=int, default=25, help="steps between held-out evaluations")
+    p.add_argument("--config", default=str(ROOT / "configs" / "arith-smollm2.yaml"))
+    p.add_argument("--run-dir", default=str(ROOT / "runs" / "learn_arith"))
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: train --seeds in this process
+    args = p.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    run_dir = Path(args.run_dir)
+    if args.one:
+        train_one(args.config, run_dir, args.minutes, args.eval_every, [*args.overrides, f"seed={seeds[0]}"])
+        return 0
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    pending, running, failed = list(seeds), [], []
+    while pending or running:
+        while pending and len(running) < max(1, args.parallel):
+            seed = pending.pop(0)
+            cmd = [sys.executable, __file__, "--one", "--seeds", str(seed), "--minutes", str(args.minutes),
+                   "--eval-every", str(args.eval_every), "--config", args.config,
+                   "--run-dir", str(run_dir / f"seed-{seed}"), *(f"--set={o}" for o in args.overrides)]
+            log = open(run_dir / f"seed-{seed}.log", "w")
+            running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+        time.sleep(2)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            item[2].close()
+            if item[1].returncode:
+                failed.append(item[0])
+    if failed:
+        print(f"seeds {failed} failed: see {run_dir}/seed-N.log", file=sys.stderr)
+        return 1
+    summaries = [json.loads((run_dir / f"seed-{s}" / "summary.json").read_text()) for s in seeds]
+    for s in summaries:
+        print(f"seed {s['seed']}: {s['accuracy_before']:.3f} -> {s['accuracy_after']:.3f} in {s['minutes']} min "
+              f"({s['steps']} steps), 0.5 after {s['minutes_to_0.5']} min; curve {s['curve']}")
+    plot_seeds(summaries, run_dir / "accuracy.png")
+    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+          f"curves: {run_dir / 'accuracy.png'}")
+    after = [s["accuracy_after"] for s in summaries]
+    to_half = [s["minutes_to_0.5"] for s in summaries]
+    reached = [m for m in to_half if m is not None]
+    # a seed that never reached 0.5 counts as slower than every seed that did
+    median_to_half = statistics.median([m if m is not None else float("inf") for m in to_half])
+    print("RESULT " + json.dumps({
+        "seeds": seeds, "accuracy_before": [s["accuracy_before"] for s in summaries], "accuracy_after": after,
+        "median_accuracy_after": statistics.median(after), "min_accuracy_after": min(after),
+        "minutes_to_0.5": to_half,
+        "median_minutes_to_0.5": median_to_half if reached and median_to_half != float("inf") else None,
+        "minutes": [s["minutes"] for s in summaries], "steps": [s["steps"] for s in summaries]}))
     return 0
 
 
