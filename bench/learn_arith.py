@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes, at every seed?
 
-Trains with configs/arith-smollm2.yaml (the reward and curriculum are described there) for at
-most `--minutes` of training time (summed step times, so evaluations do not count), once per
-seed in `--seeds`, `--parallel` runs at a time (one torch thread each). Greedy accuracy on 200
+Trains with configs/arith-smollm2.yaml (the reward and curriculum are described there) for
+`--minutes` (the trainer's max_minutes, which does not count evaluations; the reported minutes
+are the summed step times), once per seed in `--seeds`, `--parallel` runs at a time (one torch
+thread each). Greedy accuracy on 200
 held-out two-digit sums is measured before training, every `--eval-every` steps, and after.
 Each seed's run folder keeps its metrics, evals and curves; the folder above gets
 accuracy.png, held-out accuracy against training minutes for every seed.

@@ -72,7 +72,7 @@ class TrainConfig:
     # "replicate" (every process holds the whole model; gradients all-reduced) or "fsdp" (FSDP2 shards weights,
     # gradients and optimizer states across processes; see trainer/fsdp.py)
     parallel: str = "replicate"
-    max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit); the final eval still runs
+    max_minutes: float = 0.0  # stop after this much wall time, evaluations not counted (0 = no limit); the final eval still runs
     eval_prompts: int = 0  # held-out prompts evaluated greedily before, during and after training
     eval_every: int = 0
     eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`

@@ -124,6 +124,7 @@ class GRPOTrainer:
         bar = self._progress_bar()
         records = []
         started = time.perf_counter()
+        eval_s = 0.0  # held-out evaluations do not count against max_minutes
         try:
             while self.step < cfg.steps:
                 record = self.train_step()
@@ -138,10 +139,12 @@ class GRPOTrainer:
                     bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
                                     kl=f"{record['kl']:.4f}")
                 out_of_time = cfg.max_minutes > 0 and distributed.max_value(
-                    time.perf_counter() - started) > 60 * cfg.max_minutes
+                    time.perf_counter() - started - eval_s) > 60 * cfg.max_minutes
                 last = self.step == cfg.steps or out_of_time
                 if cfg.eval_prompts and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
+                    t_eval = time.perf_counter()
                     self._evaluate()
+                    eval_s += time.perf_counter() - t_eval
                 if cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or last):
                     self.save()
                 if out_of_time:
