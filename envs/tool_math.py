@@ -8,6 +8,7 @@ do in its head but can with one call. The final answer is scored by the source's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rlvr.envs.base import env_factory
@@ -18,6 +19,8 @@ from rlvr.envs.tool_env import ToolEnv
 
 # Worked examples (`demos=k` puts the first k before the task): what a call and an answer look like.
 # They compute other things than the packaged tasks ask, so the model still has to write its own code.
+# `demos=[0, 1]` mixes: task `index` gets `demos[index % len(demos)]`, so a GRPO group (one task) shares
+# its count, a batch holds scaffolded and bare prompts, and an evaluation is reproducible.
 DEMOS = (
     ("Compute 9876 - 1234 + 55. Give the result as an integer in \\boxed{}.", "print(9876 - 1234 + 55)", "8697"),
     ("What is 2 to the power 20? Give the result as an integer in \\boxed{}.", "print(2 ** 20)", "1048576"),
@@ -29,18 +32,20 @@ TOOL_HINT = ("You may run Python with the python tool to compute exact results. 
 class ToolMathEnv(ToolEnv):
     """Math tasks with the `python` tool (sandboxed, notebook-like)."""
 
-    def __init__(self, source: TaskSource, *, timeout: float = 5.0, backend: str = "docker", demos: int = 0,
-                 **options: Any):
-        if not isinstance(demos, int) or isinstance(demos, bool) or not 0 <= demos <= len(DEMOS):
-            raise ValueError(f"demos must be an int in 0..{len(DEMOS)}, got {demos!r}")
+    def __init__(self, source: TaskSource, *, timeout: float = 5.0, backend: str = "docker",
+                 demos: int | Sequence[int] = 0, **options: Any):
+        counts = list(demos) if isinstance(demos, (list, tuple)) else [demos]
+        if not counts or not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= len(DEMOS)
+                                 for k in counts):
+            raise ValueError(f"demos must be an int in 0..{len(DEMOS)} or a non-empty list of them, got {demos!r}")
         options.setdefault("system_prompt", TOOL_HINT)
         super().__init__(source, tools=[PythonTool(timeout=timeout, backend=backend)], **options)
-        self.demos = demos
+        self.demos = counts
 
     def _prompt_messages(self, task):
         messages = super()._prompt_messages(task)
         shown = []
-        for question, code, output in DEMOS[:self.demos]:
+        for question, code, output in DEMOS[:self.demos[self._index % len(self.demos)]]:
             call = json.dumps({"name": "python", "arguments": {"code": code}})
             shown += [{"role": "user", "content": question},
                       {"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},

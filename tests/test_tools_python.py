@@ -58,3 +58,17 @@ def test_tool_math_episode_end_to_end(tool):
     _, reward, term, trunc, info = env.step(f"So the product is \\boxed{{{result}}}.")
     assert (reward, term, trunc, info["tool_calls"], info["ended_by"]) == (1.0, True, False, 2, "answer")
     env.close()
+
+
+def test_tool_math_mixed_demos_follow_the_task_index(tool):
+    env = gym.make("rlvr/ToolMath-v0", tasks="arithmetic", digits=3, ops="*", demos=[0, 2]).unwrapped
+    roles = {i: [m["role"] for m in env.reset(options={"index": i})[0]] for i in range(4)}
+    assert roles[0] == roles[2] == ["system", "user"]  # even index: demos[0] = 0 worked examples
+    assert roles[1] == roles[3] == ["system"] + ["user", "assistant", "tool", "assistant"] * 2 + ["user"]
+    first, _ = env.reset(seed=7)
+    again, _ = env.reset(seed=7)
+    assert first == again  # a GRPO group (one seed) shares its scaffold
+    for bad in ([], [3], 1.5, [0, True]):
+        with pytest.raises(ValueError, match="demos"):
+            gym.make("rlvr/ToolMath-v0", tasks="arithmetic", demos=bad)
+    env.close()
