@@ -108,6 +108,7 @@ def run_rlvr_worker(args) -> dict:
         "trainer": "rlvr", "model": args.model, "step_s": [round(s, 3) for s in step_s],
         "median_step_s_excl_first": round(statistics.median(steady), 3),
         "median_step_cpu_s": round(statistics.median(step_cpu[1:] or step_cpu), 3),
+        "median_sampling_s": round(statistics.median([r["gen_s"] for r in records][1:] or [records[0]["gen_s"]]), 3),
         "peak_rss_during_train_mb": round(sampler.peak_mb, 1), "rss_after_load_mb": round(rss_after_load, 1),
         "zero_var_frac": [r["zero_var_frac"] for r in records],
         "gen_tokens_per_step": [round(r["tokens_per_s"] * r["step_s"]) for r in records],

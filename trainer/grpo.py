@@ -31,6 +31,7 @@ from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
+from rlvr.trainer.packed_weights import packed_linears
 from rlvr.trainer.reporting import Reporter
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
 from rlvr.trainer.steps import group_token_advantages, step_rewards
@@ -222,7 +223,7 @@ class GRPOTrainer:
                 break
             base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
             # one region: each weight is cast once for the whole loop
-            with self._gathered(), self._autocast(self.sample_bf16):
+            with self._gathered(), self._autocast(self.sample_bf16), self._packed(self.sample_bf16):
                 if episodes:
                     new = rollout_episodes(
                         self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
@@ -304,6 +305,10 @@ class GRPOTrainer:
         if not (self.use_bf16 if enabled is None else enabled):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _packed(self, bf16: bool):
+        """fp32 sampling on a CPU with prepacked weights (not under FSDP, whose weights are gathered views)."""
+        return packed_linears(self.model, enabled=not bf16 and self.fsdp is None)
 
     def _gathered(self):
         """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""
@@ -421,7 +426,7 @@ class GRPOTrainer:
     def _evaluate(self) -> dict | None:
         cfg = self.config
         result = None
-        with self._gathered():
+        with self._gathered(), self._packed(self.use_bf16):
             if self.rank == 0:
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
                 result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
