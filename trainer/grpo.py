@@ -426,12 +426,13 @@ class GRPOTrainer:
     def _evaluate(self) -> dict | None:
         cfg = self.config
         result = None
-        with self._gathered(), self._packed(self.use_bf16):
-            if self.rank == 0:
+        with self._gathered():
+            if self.rank == 0:  # only this rank evaluates, so only it packs weights
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
-                result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
-                                  max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
-                                  batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
+                with self._packed(self.use_bf16):
+                    result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
+                                      max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
+                                      batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
                 result = {"step": self.step, **result}
                 self.evals.append(result)
                 self.reporter.log_eval(result)
