@@ -3,6 +3,12 @@
 The default format is the one Qwen and Hermes chat templates emit: a JSON object
 `{"name": ..., "arguments": {...}}` inside `<tool_call>...</tool_call>` tags, one per call.
 A parser is any callable `parser(text) -> ParsedTurn`; `HermesParser` is the default.
+`CodeBlockParser` reads markdown code fences instead (CodeAct style): every ```python block is a
+call of the code tool, which is how small chat models write code unprompted. A parser may also
+say how the model is told to call (`describe(schemas)`, text for the system prompt; None: the
+chat template's `tools=` or the documented `<tools>` block), how a call is written
+(`format_call`, for worked examples) and when a turn being sampled has just closed a call
+(`call_ended`, where a rollout stops the turn).
 
 Parsing never raises on model output. Text inside `<think>...</think>` is reasoning, not a
 call. A call that cannot be read (unclosed tag, nested tags, not JSON, no name, arguments not
@@ -52,6 +58,17 @@ class HermesParser:
 
     def __init__(self, max_chars: int = MAX_CALL_CHARS):
         self.max_chars = max_chars
+
+    def describe(self, schemas: list[dict[str, Any]]) -> str | None:
+        return None  # the template's `tools=`, else rlvr.envs.tools.tool_system_prompt
+
+    @staticmethod
+    def format_call(name: str, arguments: dict[str, Any]) -> str:
+        return f"{OPEN}{json.dumps({'name': name, 'arguments': arguments})}{CLOSE}"
+
+    @staticmethod
+    def call_ended(text: str) -> bool:
+        return ends_with_call(text)
 
     def __call__(self, text: str) -> ParsedTurn:
         visible = _THINK.sub("", text)
@@ -104,9 +121,56 @@ class HermesParser:
         return ToolCall(data["name"], arguments)
 
 
+FENCE = "```"
+CODE_LANGUAGES = ("python", "py", "python3", "")
+
+
+class CodeBlockParser:
+    """Markdown code fences outside any think block: each ```python block calls `tool(argument=code)`.
+
+    A fence tagged with another language, or one never closed, is a `CallError` (the model is told
+    that only Python runs); a turn without a fence is the answer.
+    """
+
+    def __init__(self, tool: str = "python", argument: str = "code", max_chars: int = MAX_CALL_CHARS):
+        self.tool, self.argument, self.max_chars = tool, argument, max_chars
+
+    def __call__(self, text: str) -> ParsedTurn:
+        parts = _THINK.sub("", text).split(FENCE)
+        parsed = ParsedTurn()
+        for content in parts[1::2] if len(parts) % 2 else parts[1:-1:2]:
+            head, newline, body = content.partition("\n")
+            language = head.strip().lower() if newline else ""
+            if not newline:  # ```print(1)``` on one line
+                body = content
+            if language not in CODE_LANGUAGES:
+                parsed.calls.append(CallError("malformed", f"only ```python blocks are run, not ```{language[:32]}."))
+            elif len(body) > self.max_chars:
+                parsed.calls.append(CallError("malformed", f"the code block is {len(body)} characters long; "
+                                                           f"the limit is {self.max_chars}."))
+            else:
+                parsed.calls.append(ToolCall(self.tool, {self.argument: body}))
+        if len(parts) % 2 == 0:
+            parsed.calls.append(CallError("malformed", f"a code block is never closed with {FENCE}."))
+        return parsed
+
+    def describe(self, schemas: list[dict[str, Any]]) -> str:
+        return (f"To run Python, write the code in a {FENCE}python block and end your message there; what it "
+                "prints comes back in a message from the tool, and variables are kept between blocks.")
+
+    def format_call(self, name: str, arguments: dict[str, Any]) -> str:
+        return f"{FENCE}python\n{arguments[self.argument]}\n{FENCE}"
+
+    @staticmethod
+    def call_ended(text: str) -> bool:
+        visible = _THINK.sub("", text).rstrip()
+        count = visible.count(FENCE)
+        return visible.endswith(FENCE) and count >= 2 and count % 2 == 0
+
+
 def ends_with_call(text: str) -> bool:
     """Whether a turn being sampled has just closed a tool call (a rollout may stop the turn there)."""
     return text.rstrip().endswith(CLOSE) and _THINK.sub("", text).rstrip().endswith(CLOSE)
 
 
-__all__ = ["CLOSE", "OPEN", "CallError", "HermesParser", "ParsedTurn", "ToolCall", "ends_with_call"]
+__all__ = ["CLOSE", "FENCE", "OPEN", "CallError", "CodeBlockParser", "HermesParser", "ParsedTurn", "ToolCall", "ends_with_call"]

@@ -17,7 +17,8 @@ the episode out.
 
 Tools are advertised apart from the messages: `env.unwrapped.tool_schemas` (also in the reset
 info as `tools`), rendered by `rlvr.envs.tools.render_chat` through the chat template's `tools=`
-or the documented system-prompt format.
+or the documented system-prompt format; a parser with its own call format (`CodeBlockParser`)
+describes the tools itself (`env.unwrapped.tool_prompt`).
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ class ToolEnv(TaskEnv):
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
         return [schema for _, schema in self.tools.values()]
+
+    @property
+    def tool_prompt(self) -> str | None:
+        """How the parser wants the tools described in the system prompt (None: by their schemas)."""
+        describe = getattr(self.parser, "describe", None)
+        return describe(self.tool_schemas) if describe and self.tools else None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         for tool, _ in self.tools.values():

@@ -7,7 +7,6 @@ do in its head but can with one call. The final answer is scored by the source's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from rlvr.envs.base import env_factory
 from rlvr.envs.catalog import MATH_SOURCES, _pick
 from rlvr.envs.python_tool import PythonTool
 from rlvr.envs.tasks import TaskSource
+from rlvr.envs.tool_calls import CodeBlockParser, HermesParser
 from rlvr.envs.tool_env import ToolEnv
 
 # Worked examples (`demos=k` puts the first k before the task): what a call and an answer look like.
@@ -25,30 +25,38 @@ DEMOS = (
     ("Compute 9876 - 1234 + 55. Give the result as an integer in \\boxed{}.", "print(9876 - 1234 + 55)", "8697"),
     ("What is 2 to the power 20? Give the result as an integer in \\boxed{}.", "print(2 ** 20)", "1048576"),
 )
+PARSERS = {"hermes": HermesParser, "code": CodeBlockParser}
 TOOL_HINT = ("You may run Python with the python tool to compute exact results. When you know the answer, "
              "reply without a tool call and give the final answer in \\boxed{}.")
 
 
 class ToolMathEnv(ToolEnv):
-    """Math tasks with the `python` tool (sandboxed, notebook-like)."""
+    """Math tasks with the `python` tool (sandboxed, notebook-like).
+
+    `parser` may be named: "hermes" (`<tool_call>` JSON, the default) or "code" (```python blocks).
+    """
 
     def __init__(self, source: TaskSource, *, timeout: float = 5.0, backend: str = "docker",
-                 demos: int | Sequence[int] = 0, **options: Any):
+                 demos: int | Sequence[int] = 0, parser: Any = None, **options: Any):
         counts = list(demos) if isinstance(demos, (list, tuple)) else [demos]
         if not counts or not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= len(DEMOS)
                                  for k in counts):
             raise ValueError(f"demos must be an int in 0..{len(DEMOS)} or a non-empty list of them, got {demos!r}")
+        if isinstance(parser, str):
+            if parser not in PARSERS:
+                raise ValueError(f"parser must be one of {sorted(PARSERS)} or a callable, got {parser!r}")
+            parser = PARSERS[parser]()
         options.setdefault("system_prompt", TOOL_HINT)
-        super().__init__(source, tools=[PythonTool(timeout=timeout, backend=backend)], **options)
+        super().__init__(source, tools=[PythonTool(timeout=timeout, backend=backend)], parser=parser, **options)
         self.demos = counts
 
     def _prompt_messages(self, task):
         messages = super()._prompt_messages(task)
         shown = []
+        write = getattr(self.parser, "format_call", HermesParser.format_call)
         for question, code, output in DEMOS[:self.demos[self._index % len(self.demos)]]:
-            call = json.dumps({"name": "python", "arguments": {"code": code}})
             shown += [{"role": "user", "content": question},
-                      {"role": "assistant", "content": f"<tool_call>{call}</tool_call>"},
+                      {"role": "assistant", "content": write("python", {"code": code})},
                       {"role": "tool", "content": output},
                       {"role": "assistant", "content": f"\\boxed{{{output}}}"}]
         return messages[:-1] + shown + messages[-1:]

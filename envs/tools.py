@@ -132,11 +132,13 @@ def template_takes_tools(tokenizer) -> bool:
     return bool(template) and re.search(r"\btools\b", template) is not None
 
 
-def with_tool_prompt(messages: list[dict], schemas: list[dict[str, Any]]) -> list[dict]:
-    """`messages` with the tools described in the system message (a new one first if there is none)."""
-    if not schemas:
+def with_tool_prompt(messages: list[dict], schemas: list[dict[str, Any]] | None,
+                     tool_prompt: str | None = None) -> list[dict]:
+    """`messages` with the tools described in the system message (a new one first if there is none):
+    `tool_prompt` when given, else the documented `<tools>` block of `schemas`."""
+    if not schemas and not tool_prompt:
         return [dict(m) for m in messages]
-    text = tool_system_prompt(schemas)
+    text = tool_prompt or tool_system_prompt(schemas)
     out = [dict(m) for m in messages]
     if out and out[0].get("role") == "system":
         out[0]["content"] = f"{out[0]['content']}\n\n{text}" if out[0]["content"] else text
@@ -146,8 +148,12 @@ def with_tool_prompt(messages: list[dict], schemas: list[dict[str, Any]]) -> lis
 
 
 def render_chat(tokenizer, messages: list[dict], schemas: list[dict[str, Any]] | None = None, *,
-                add_generation_prompt: bool = True) -> str:
-    """The conversation as the model reads it, its tools advertised by the template or the system prompt."""
+                add_generation_prompt: bool = True, tool_prompt: str | None = None) -> str:
+    """The conversation as the model reads it, its tools advertised by the template or the system prompt
+    (`tool_prompt`, when the env's parser describes its own call format)."""
+    if tool_prompt:
+        return tokenizer.apply_chat_template(with_tool_prompt(messages, schemas, tool_prompt), tokenize=False,
+                                             add_generation_prompt=add_generation_prompt)
     if schemas and template_takes_tools(tokenizer):
         return tokenizer.apply_chat_template(messages, tools=schemas, tokenize=False,
                                              add_generation_prompt=add_generation_prompt)

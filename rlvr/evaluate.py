@@ -135,8 +135,8 @@ def run_episodes(envs: list, policy: Policy, n: int, start: int, tasks: int):
     ended: list[tuple[float, dict] | None] = [None] * len(playing)
     live = list(range(len(playing)))
     while live:
-        prompts = [with_tool_prompt(observations[k], getattr(playing[k].unwrapped, "tool_schemas", None) or [])
-                   for k in live]
+        prompts = [with_tool_prompt(observations[k], getattr(playing[k].unwrapped, "tool_schemas", None) or [],
+                                    getattr(playing[k].unwrapped, "tool_prompt", None)) for k in live]
         replies = policy(prompts, 1)
         if len(replies) != len(live) or any(len(r) != 1 for r in replies):
             raise ValueError(f"the policy must return 1 completion for each of the {len(live)} conversations")

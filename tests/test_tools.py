@@ -7,7 +7,7 @@ import pytest
 
 from rlvr.envs import ListTasks
 from rlvr.envs.python_tool import ToolUnavailable, clip
-from rlvr.envs.tool_calls import CallError, HermesParser, ToolCall, ends_with_call
+from rlvr.envs.tool_calls import CallError, CodeBlockParser, HermesParser, ToolCall, ends_with_call
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import render_chat, template_takes_tools, tool_schema, with_tool_prompt
 
@@ -82,6 +82,38 @@ def test_parser_turns_bad_calls_into_errors(text):
     assert parsed.attempted
     assert all(isinstance(c, CallError) and c.kind == "malformed" for c in parsed.calls)
     assert not any(isinstance(c, ToolCall) for c in parsed.calls)  # nested: the inner call does not run
+
+
+def test_code_block_parser_runs_python_fences_only():
+    parse = CodeBlockParser()
+    text = ("<think>```python\nprint('thought')\n```</think>Let me compute.\n```python\nx = 3 * 4\nprint(x)\n```\n"
+            "and ```\nprint(x + 1)\n``` then ```print(2)```")
+    assert parse(text).calls == [ToolCall("python", {"code": "x = 3 * 4\nprint(x)\n"}),
+                                 ToolCall("python", {"code": "print(x + 1)\n"}), ToolCall("python", {"code": "print(2)"})]
+    assert not parse("The product is \\boxed{12}.").attempted
+    assert not parse("<think>```python\n1\n```</think> 12").attempted  # only thought about it
+    for bad in ("```javascript\nconsole.log(1)\n```", "```python\nprint(1)\n", "ok\n```py\n" + "1" * 30_000 + "\n```"):
+        calls = parse(bad).calls
+        assert calls and all(isinstance(c, CallError) and c.kind == "malformed" for c in calls), bad
+    # a closed block, then one left open: the first runs, the second is an error
+    assert [type(c) for c in parse("```python\n1\n``` and ```python\n2").calls] == [ToolCall, CallError]
+    assert parse.call_ended("```python\nprint(1)\n```\n") and not parse.call_ended("```python\nprint(1)")
+    assert not parse.call_ended("```python") and not parse.call_ended("<think>```python\n1\n```")
+    assert parse.format_call("python", {"code": "print(1)"}) == "```python\nprint(1)\n```"
+    assert "```python" in parse.describe([])
+
+
+def test_a_parser_that_describes_its_format_replaces_the_tools_block():
+    from rlvr.trainer.models import load_tokenizer
+
+    env = make_env(parser=CodeBlockParser(tool="add", argument="a"))
+    assert env.tool_prompt == CodeBlockParser().describe([])
+    shown = with_tool_prompt([{"role": "user", "content": "hi"}], env.tool_schemas, env.tool_prompt)
+    assert shown[0] == {"role": "system", "content": env.tool_prompt}
+    text = render_chat(load_tokenizer("smollm2"), [{"role": "user", "content": "hi"}], env.tool_schemas,
+                       tool_prompt=env.tool_prompt)
+    assert "```python block" in text and "<tools>" not in text and "<tool_call>" not in text
+    assert make_env().tool_prompt is None  # Hermes: the schemas are shown
 
 
 class Broken:

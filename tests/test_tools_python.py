@@ -72,3 +72,18 @@ def test_tool_math_mixed_demos_follow_the_task_index(tool):
         with pytest.raises(ValueError, match="demos"):
             gym.make("rlvr/ToolMath-v0", tasks="arithmetic", demos=bad)
     env.close()
+
+
+def test_tool_math_with_code_blocks_end_to_end(tool):
+    env = gym.make("rlvr/ToolMath-v0", tasks="arithmetic", digits=3, ops="*", require_boxed=False, parser="code",
+                   demos=1)
+    obs, _ = env.reset(seed=5)
+    assert obs[2] == {"role": "assistant", "content": "```python\nprint(9876 - 1234 + 55)\n```"}  # the demo's format
+    expression = obs[-1]["content"].split("Compute ")[1].split(".")[0]
+    obs, reward, term, trunc, info = env.step(f"Let me run it.\n```python\nprint({expression})\n```")
+    assert obs[-1] == {"role": "tool", "content": str(eval(expression))} and (reward, term) == (0.0, False)
+    _, reward, term, _, info = env.step(f"The product is {eval(expression)}.")
+    assert (reward, term, info["tool_calls"], info["ended_by"]) == (1.0, True, 1, "answer")
+    with pytest.raises(ValueError, match="parser"):
+        gym.make("rlvr/ToolMath-v0", tasks="arithmetic", parser="xml")
+    env.close()

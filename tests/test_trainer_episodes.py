@@ -8,7 +8,7 @@ import torch
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import SELF_CHECK, MathSelfCheckEnv
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import drop_errors, env_tokens, is_error, rollout_episodes
+from rlvr.trainer.episodes import call_ended, drop_errors, env_tokens, is_error, rollout_episodes
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.loss import grpo_loss
 from rlvr.trainer.models import load_model
@@ -149,3 +149,19 @@ def test_env_tokens_strip_the_sampled_end_of_turn():
     assert tok.decode(env_tokens(tok, messages, None, sampled_eos=True)) == \
         "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
     assert tok.decode(env_tokens(tok, messages, None, sampled_eos=False)).startswith("<|im_end|>\n<|im_start|>tool")
+
+
+def test_a_turn_stops_where_the_env_parser_says_a_call_ended():
+    from rlvr.envs.tool_calls import CodeBlockParser
+    from rlvr.envs.tool_env import ToolEnv
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    hermes = ToolEnv(ListTasks(TASKS), tools=[add])
+    code = ToolEnv(ListTasks(TASKS), tools=[add], parser=CodeBlockParser("add", "a"))
+    fence, tagged = "Run:\n```python\nprint(1)\n```", '<tool_call>{"name": "add"}</tool_call>'
+    assert call_ended(code)(fence) and not call_ended(code)(tagged)
+    assert call_ended(hermes)(tagged) and not call_ended(hermes)(fence)
+    assert call_ended(gym.make("test_episodes/SelfCheck-v0"))(tagged)  # no parser: the Hermes default

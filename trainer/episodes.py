@@ -5,7 +5,8 @@ prompt gets G copies of its env, reset to the same task. The episodes are sample
 with one KV cache that is carried across turns:
 
 - An assistant turn is sampled until an end-of-turn token (EOS), the end of a tool call
-  (`</tool_call>`), or `max_new_tokens` tokens; its text goes to `env.step`.
+  (`</tool_call>`, or what the env's parser says in `call_ended`), or `max_new_tokens` tokens;
+  its text goes to `env.step`.
 - The env's reply (tool results, test feedback, a user message) is appended exactly as the chat
   template renders it after that turn: the template is applied to the conversation with the
   assistant turn replaced by a sentinel, and what follows the sentinel is the env's part
@@ -40,29 +41,34 @@ from rlvr.trainer.kvcache import cache_kwarg
 from rlvr.trainer.rollout import Group, make_envs, prompt_generator
 
 SENTINEL = "\u2063rlvr-turn\u2063"
-STOP_STRINGS = ("</tool_call>",)
 
 
 def is_multiturn(env) -> bool:
     return getattr(env.unwrapped, "max_turns", 1) > 1
 
 
-def tool_schemas(env) -> list[dict] | None:
-    return getattr(env.unwrapped, "tool_schemas", None) or None
-
-
-def render(tokenizer, messages: list[dict], schemas, add_generation_prompt: bool = True) -> str:
+def render(tokenizer, messages: list[dict], env, add_generation_prompt: bool = True) -> str:
+    """`messages` as the model reads them, with `env`'s tools described as its parser wants."""
     from rlvr.envs.tools import render_chat
 
-    return render_chat(tokenizer, messages, schemas, add_generation_prompt=add_generation_prompt)
+    unwrapped = getattr(env, "unwrapped", None)
+    return render_chat(tokenizer, messages, getattr(unwrapped, "tool_schemas", None) or None,
+                       add_generation_prompt=add_generation_prompt, tool_prompt=getattr(unwrapped, "tool_prompt", None))
 
 
-def env_tokens(tokenizer, messages: list[dict], schemas, sampled_eos: bool) -> list[int]:
+def call_ended(env):
+    """The env parser's test for a turn that has just closed a tool call (Hermes `</tool_call>` by default)."""
+    from rlvr.envs.tool_calls import ends_with_call
+
+    return getattr(getattr(env.unwrapped, "parser", None), "call_ended", ends_with_call)
+
+
+def env_tokens(tokenizer, messages: list[dict], env, sampled_eos: bool) -> list[int]:
     """Token ids the chat template puts after the last assistant turn of `messages` (the env's reply
     and the next assistant header), without the end-of-turn token when the model sampled it."""
     last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
     marked = [*messages[:last], {"role": "assistant", "content": SENTINEL}, *messages[last + 1:]]
-    text = render(tokenizer, marked, schemas)
+    text = render(tokenizer, marked, env)
     if text.count(SENTINEL) != 1:
         raise ValueError("the chat template does not render an assistant turn's content verbatim")
     tail = text.split(SENTINEL, 1)[1]
@@ -92,8 +98,7 @@ def _turn_over(tokenizer, ep: _Episode, token: int, eos: set[int], max_new_token
     turn = ep.tokens[ep.turn_start:]
     if token in eos or len(turn) >= max_new_tokens:
         return True
-    tail = tokenizer.decode(turn[-8:], skip_special_tokens=False)
-    return any(tail.rstrip().endswith(s) for s in STOP_STRINGS)
+    return call_ended(ep.env)(tokenizer.decode(turn, skip_special_tokens=False))
 
 
 def _step(tokenizer, ep: _Episode, eos: set[int], budget: int) -> None:
@@ -107,7 +112,7 @@ def _step(tokenizer, ep: _Episode, eos: set[int], budget: int) -> None:
     if terminated or truncated:
         ep.done = True
         return
-    reply = env_tokens(tokenizer, messages, tool_schemas(ep.env), sampled_eos=turn[-1] in eos)
+    reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn[-1] in eos)
     if len(ep.tokens) + len(reply) >= budget:
         ep.done = ep.cut = True
         return
@@ -199,7 +204,7 @@ def _outcome(tokenizer, ep: _Episode, episode_return: str) -> tuple[float, dict]
 
 
 def encode_prompts(tokenizer, envs: list, chats: list[list[dict]]) -> list[list[int]]:
-    return [tokenizer(render(tokenizer, chat, tool_schemas(env)), add_special_tokens=False)["input_ids"]
+    return [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
             for env, chat in zip(envs, chats)]
 
 
