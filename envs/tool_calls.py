@@ -8,7 +8,8 @@ call of the code tool, which is how small chat models write code unprompted. A p
 say how the model is told to call (`describe(schemas)`, text for the system prompt; None: the
 chat template's `tools=` or the documented `<tools>` block), how a call is written
 (`format_call`, for worked examples) and when a turn being sampled has just closed a call
-(`call_ended`, where a rollout stops the turn).
+(`call_ended`, where a rollout stops the turn; `end_marker` is what such a turn ends with, a
+cheap test the rollout makes on the last tokens before decoding the whole turn).
 
 Parsing never raises on model output. Text inside `<think>...</think>` is reasoning, not a
 call. A call that cannot be read (unclosed tag, nested tags, not JSON, no name, arguments not
@@ -55,6 +56,8 @@ class ParsedTurn:
 
 class HermesParser:
     """JSON inside `<tool_call>...</tool_call>` tags (Qwen, Hermes), outside any think block."""
+
+    end_marker = CLOSE  # what a turn that has just closed a call ends with
 
     def __init__(self, max_chars: int = MAX_CALL_CHARS):
         self.max_chars = max_chars
@@ -131,6 +134,8 @@ class CodeBlockParser:
     A fence tagged with another language, or one never closed, is a `CallError` (the model is told
     that only Python runs); a turn without a fence is the answer.
     """
+
+    end_marker = FENCE
 
     def __init__(self, tool: str = "python", argument: str = "code", max_chars: int = MAX_CALL_CHARS):
         self.tool, self.argument, self.max_chars = tool, argument, max_chars

@@ -8,7 +8,7 @@ import torch
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import SELF_CHECK, MathSelfCheckEnv
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import call_ended, drop_errors, env_tokens, is_error, rollout_episodes
+from rlvr.trainer.episodes import _end_marker, call_ended, drop_errors, env_tokens, is_error, rollout_episodes
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.loss import grpo_loss
 from rlvr.trainer.models import load_model
@@ -165,3 +165,5 @@ def test_a_turn_stops_where_the_env_parser_says_a_call_ended():
     assert call_ended(code)(fence) and not call_ended(code)(tagged)
     assert call_ended(hermes)(tagged) and not call_ended(hermes)(fence)
     assert call_ended(gym.make("test_episodes/SelfCheck-v0"))(tagged)  # no parser: the Hermes default
+    # the cheap test on a turn's last tokens, before the whole turn is decoded
+    assert fence.endswith(_end_marker(code)) and tagged.endswith(_end_marker(hermes))

@@ -63,6 +63,12 @@ def call_ended(env):
     return getattr(getattr(env.unwrapped, "parser", None), "call_ended", ends_with_call)
 
 
+def _end_marker(env) -> str:
+    from rlvr.envs.tool_calls import CLOSE
+
+    return getattr(getattr(env.unwrapped, "parser", None), "end_marker", CLOSE)
+
+
 def env_tokens(tokenizer, messages: list[dict], env, sampled_eos: bool) -> list[int]:
     """Token ids the chat template puts after the last assistant turn of `messages` (the env's reply
     and the next assistant header), without the end-of-turn token when the model sampled it."""
@@ -98,6 +104,9 @@ def _turn_over(tokenizer, ep: _Episode, token: int, eos: set[int], max_new_token
     turn = ep.tokens[ep.turn_start:]
     if token in eos or len(turn) >= max_new_tokens:
         return True
+    # the whole turn is decoded only when its last tokens end like a call (once per call, not per token)
+    if not tokenizer.decode(turn[-8:], skip_special_tokens=False).rstrip().endswith(_end_marker(ep.env)):
+        return False
     return call_ended(ep.env)(tokenizer.decode(turn, skip_special_tokens=False))
 
 
