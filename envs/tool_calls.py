@@ -145,9 +145,7 @@ class CodeBlockParser:
         parsed = ParsedTurn()
         for content in parts[1::2] if len(parts) % 2 else parts[1:-1:2]:
             head, newline, body = content.partition("\n")
-            language = head.strip().lower() if newline else ""
-            if not newline:  # ```print(1)``` on one line
-                body = content
+            language, body = (head.strip().lower(), body) if newline else ("", content)  # ```print(1)``` on one line
             if language not in CODE_LANGUAGES:
                 parsed.calls.append(CallError("malformed", f"only ```python blocks are run, not ```{language[:32]}."))
             elif len(body) > self.max_chars:
