@@ -208,8 +208,12 @@ def test_generate_returns_n_texts_per_chat_prompt(tiny):
         generate(model, tok, [[{"role": "user", "content": "hi"}]], temperature=0.0)
 
 
+@pytest.mark.parametrize("keep", [True, False])  # the softmax kept for backward, or recomputed there
 @pytest.mark.parametrize("leaf", [True, False])
-def test_head_gradients_match_autograd_with_temperature_bias_and_existing_grads(leaf):
+def test_head_gradients_match_autograd_with_temperature_bias_and_existing_grads(leaf, keep, monkeypatch):
+    import rlvr.trainer.logprobs as logprobs
+
+    monkeypatch.setattr(logprobs, "KEEP_SOFTMAX_BYTES", 10**9 if keep else 0)
     torch.manual_seed(0)
     head = torch.nn.Linear(8, 50)
     hidden = torch.randn(11, 8, requires_grad=True)
@@ -228,6 +232,28 @@ def test_head_gradients_match_autograd_with_temperature_bias_and_existing_grads(
     ours = run(lambda w: token_logprobs(hidden, Head(w, head.bias), targets, temperature=0.7, chunk_tokens=4)[0])
     for a, b in zip(ours, ref):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_kept_and_recomputed_softmax_give_the_same_gradients_to_the_bit(monkeypatch):
+    """Whether a call keeps its softmax depends on its size (a rank's share of a batch can differ from the
+    whole batch's): the two ways must not change a single bit of the gradient, or runs diverge."""
+    import rlvr.trainer.logprobs as logprobs
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 300)
+    hidden = torch.randn(37, 16)
+    targets, weights = torch.randint(0, 300, (37,)), torch.randn(37)
+
+    def grads(budget):
+        monkeypatch.setattr(logprobs, "KEEP_SOFTMAX_BYTES", budget)
+        head.zero_grad(set_to_none=True)
+        h = hidden.clone().requires_grad_(True)
+        logp, entropy = token_logprobs(h, head, targets, temperature=0.9, chunk_tokens=8, with_entropy=True)
+        (logp * weights).sum().backward()
+        return [logp.detach(), entropy, h.grad, head.weight.grad.clone(), head.bias.grad.clone()]
+
+    for kept, recomputed in zip(grads(10**9), grads(0)):
+        assert torch.equal(kept, recomputed)
 
 
 class Head(torch.nn.Module):

@@ -223,7 +223,7 @@ class GRPOTrainer:
                 break
             base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
             # one region: each weight is cast once for the whole loop
-            with self._gathered(), self._autocast(self.sample_bf16), self._packed(self.sample_bf16):
+            with self._gathered(), self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
                 if episodes:
                     new = rollout_episodes(
                         self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
@@ -306,9 +306,9 @@ class GRPOTrainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
-    def _packed(self, bf16: bool):
+    def _packed(self, bf16: bool, rows: int):
         """fp32 sampling on a CPU with prepacked weights (not under FSDP, whose weights are gathered views)."""
-        return packed_linears(self.model, enabled=not bf16 and self.fsdp is None)
+        return packed_linears(self.model, enabled=not bf16 and self.fsdp is None, rows=rows)
 
     def _gathered(self):
         """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""
@@ -429,7 +429,7 @@ class GRPOTrainer:
         with self._gathered():
             if self.rank == 0:  # only this rank evaluates, so only it packs weights
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
-                with self._packed(self.use_bf16):
+                with self._packed(self.use_bf16, cfg.eval_batch_size):
                     result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
                                       max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                                       batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)

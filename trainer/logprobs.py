@@ -23,8 +23,11 @@ def _logits(hidden, weight, bias, temperature: float) -> torch.Tensor:
 class _ProjectedLogprob(torch.autograd.Function):
     """log p(target | hidden) through the output projection, for one chunk of rows.
 
-    Nothing vocabulary-wide is kept for backward: the logits are recomputed there (under the
-    forward's autocast state). The weight's gradient is added in place into `weight.grad`
+    With `keep`, the chunk's softmax is kept for backward, which saves a second projection (a
+    seventh of a small SmolLM2 step's training compute) when the caller knows the batch's softmax
+    fits its memory budget. Without it nothing vocabulary-wide is kept: the logits are recomputed in
+    backward (under the forward's autocast state), with the very operations the forward used, so
+    both ways give the same gradient to the bit. The weight's gradient is added in place into `weight.grad`
     rather than returned: a returned one is a fresh vocabulary x hidden matrix, and with tied
     embeddings autograd holds it until the embedding's gradient arrives at the end of the pass.
     The weight is held by reference, not saved for backward, so it must not change in between
@@ -32,14 +35,17 @@ class _ProjectedLogprob(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, temperature, with_entropy):
+    def forward(ctx, hidden, weight, bias, targets, temperature, with_entropy, keep=False):
         logits = _logits(hidden, weight, bias, temperature)
-        lse = torch.logsumexp(logits, dim=-1)
-        logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
-        entropy = None
+        lse = logits.logsumexp(-1, keepdim=True)
+        logp = (logits.gather(-1, targets.unsqueeze(-1)) - lse).squeeze(-1)
+        entropy = probs = None
+        if with_entropy or keep:
+            probs = _softmax(logits, lse)
         if with_entropy:
-            entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+            entropy = lse.squeeze(-1) - (probs * logits).sum(-1)
             ctx.mark_non_differentiable(entropy)
+        ctx.probs = probs if keep else None
         ctx.save_for_backward(hidden, targets)
         ctx.weight, ctx.bias, ctx.temperature = weight, bias, temperature
         kind = hidden.device.type
@@ -50,18 +56,26 @@ class _ProjectedLogprob(torch.autograd.Function):
     def backward(ctx, grad_logp, _grad_entropy):
         hidden, targets = ctx.saved_tensors
         weight, bias, temperature = ctx.weight, ctx.bias, ctx.temperature
-        enabled, dtype, kind = ctx.autocast
-        with torch.autocast(kind, dtype=dtype, enabled=enabled):
-            logits = _logits(hidden, weight, bias, temperature)
+        probs, ctx.probs = ctx.probs, None
+        if probs is None:
+            enabled, dtype, kind = ctx.autocast
+            with torch.autocast(kind, dtype=dtype, enabled=enabled):
+                logits = _logits(hidden, weight, bias, temperature)
+            probs = _softmax(logits, logits.logsumexp(-1, keepdim=True), out=logits)
         # d logp_i / d logits_ij = [j == t_i] - softmax_ij, then 1 / temperature through the scaling
-        grad = logits.sub_(logits.logsumexp(-1, keepdim=True)).exp_().mul_(-grad_logp.unsqueeze(-1))
+        grad = probs.mul_(-grad_logp.unsqueeze(-1))
         grad.scatter_add_(-1, targets.unsqueeze(-1), grad_logp.unsqueeze(-1))
         if temperature != 1.0:
             grad.div_(temperature)
         grad_hidden = grad.to(weight.dtype) @ weight if ctx.needs_input_grad[0] else None
         grad_weight = _accumulate(weight, grad.t().to(hidden.dtype), hidden)
         grad_bias = None if bias is None else _accumulate(bias, grad.sum(0).to(bias.dtype))
-        return grad_hidden, grad_weight, grad_bias, None, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None
+
+
+def _softmax(logits, lse, out=None) -> torch.Tensor:
+    """exp(logits - lse), into `out` if given: one formula for forward and backward, so kept and recomputed agree."""
+    return torch.sub(logits, lse, out=out).exp_()
 
 
 def _accumulate(param, grad, hidden=None):
@@ -79,19 +93,27 @@ def _accumulate(param, grad, hidden=None):
     return None
 
 
+KEEP_SOFTMAX_BYTES = 128 * 2**20  # below this, a call keeps its softmax for backward instead of recomputing it
+
+
 def token_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor, temperature: float = 1.0,
                    chunk_tokens: int = 256, with_entropy: bool = False):
     """log p(targets[i] | hidden[i]) for rows of `hidden` (N x H), computed `chunk_tokens` rows at a time.
+
+    When all N rows' fp32 softmax fits in `KEEP_SOFTMAX_BYTES` and a gradient is wanted, it is kept
+    for backward (short completions); otherwise each chunk's logits are recomputed there.
 
     Returns (logp, entropy) of shape (N,); entropy is None unless asked for (it carries no gradient).
     Under autograd the head's weight gradient goes straight into `head.weight.grad` (see
     `_ProjectedLogprob`), so gradient hooks on that weight do not see it.
     """
     weight, bias = head.weight, getattr(head, "bias", None)
+    wanted = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    keep = wanted and hidden.shape[0] * weight.shape[0] * 4 <= KEEP_SOFTMAX_BYTES
     logps, entropies = [], []
     for start in range(0, hidden.shape[0], chunk_tokens):
         h, t = hidden[start:start + chunk_tokens], targets[start:start + chunk_tokens]
-        lp, ent = _ProjectedLogprob.apply(h, weight, bias, t, temperature, with_entropy)
+        lp, ent = _ProjectedLogprob.apply(h, weight, bias, t, temperature, with_entropy, keep)
         logps.append(lp)
         entropies.append(ent)
     logp = torch.cat(logps) if logps else hidden.new_zeros(0)
