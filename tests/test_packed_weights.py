@@ -65,3 +65,29 @@ def test_not_packed_when_disabled_or_not_fp32(tiny):
     assert not can_pack(model)
     with packed_linears(model):
         assert not any("forward" in vars(m) for m in linears)
+
+
+def test_lora_layers_sample_with_their_merged_weight(tiny):
+    from rlvr.trainer import lora
+
+    model, _ = tiny
+    model = lora.wrap(model, lora.check_options({"rank": 4, "alpha": 8}))
+    layers = [m for m in model.modules() if hasattr(m, "lora_B")]
+    with torch.no_grad():
+        for m in layers:  # peft starts B at 0 (the base model): give the adapters an effect
+            m.lora_B["default"].weight.normal_(0, 0.05)
+    ids = torch.tensor([[5, 17, 230, 4, 99]])
+    with torch.no_grad():
+        dense = model(input_ids=ids).logits
+        with model.disable_adapter():
+            base = model(input_ids=ids).logits
+        with packed_linears(model):
+            assert all("forward" in vars(m) for m in layers)  # one packed product per LoRA layer
+            assert not any("forward" in vars(m.base_layer) or "forward" in vars(m.lora_A["default"]) for m in layers)
+            packed = model(input_ids=ids).logits
+        with model.disable_adapter(), packed_linears(model):  # adapters off: the base weights alone
+            packed_base = model(input_ids=ids).logits
+    assert not torch.allclose(dense, base, atol=1e-3)  # the adapters do change the output
+    torch.testing.assert_close(packed, dense, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(packed_base, base, rtol=1e-4, atol=1e-4)
+    assert not any("forward" in vars(m) for m in model.modules())  # every layer restored

@@ -3,8 +3,9 @@
 `lora: {rank: 16, alpha: 32}` in a run config wraps the model with `peft.get_peft_model`, so
 - the optimizer is built from the parameters that require grad, which are the adapters only;
 - the KL reference is the same model inside `disable_adapter()` (the frozen base): no second copy;
-- sampling calls the wrapped model, whose LoRA layers add `B A x` on the fly: nothing is merged
-  or copied per step;
+- sampling calls the wrapped model, whose LoRA layers add `B A x` on the fly, except fp32 sampling
+  on a CPU, whose packed copy of each layer's weight (trainer/packed_weights.py) is the merged
+  W + B A: one product per layer instead of three;
 - checkpoints hold the adapter weights (`get_peft_model_state_dict`), not the base model, which is
   rebuilt from the config on resume;
 - `rlvr export` (trainer/export.py) merges the adapters into the base weights.
