@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes, at every seed?
 
-Trains with configs/arith-smollm2.yaml (the reward and curriculum are described there) for
+Trains with configs/arith-lora-smollm2.yaml (configs/arith-smollm2.yaml, the config of `make run`,
+with LoRA adapters; the reward and curriculum are described there) for
 `--minutes` (the trainer's max_minutes, which does not count evaluations; the reported minutes
 are the summed step times), once per seed in `--seeds`, `--parallel` runs at a time (one torch
 thread each). Greedy accuracy on 200 held-out two-digit sums is measured before training, every
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
     p.add_argument("--parallel", type=int, default=2, help="runs at a time (one torch thread each)")
     p.add_argument("--minutes", type=float, default=30.0, help="training budget per seed (evaluations not counted)")
     p.add_argument("--eval-every", type=int, default=25, help="steps between held-out evaluations")
-    p.add_argument("--config", default=str(ROOT / "configs" / "arith-smollm2.yaml"))
+    p.add_argument("--config", default=str(ROOT / "configs" / "arith-lora-smollm2.yaml"))
     p.add_argument("--run-dir", default=str(ROOT / "runs" / "learn_arith"))
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: train --seeds in this process
