@@ -20,12 +20,12 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
-# The main job: an 11-minute GRPO run of SmolLM2-135M on two-digit addition (CPU), greedy held-out
+# The main job: an 11-minute GRPO run of SmolLM2-135M (LoRA adapters) on two-digit addition (CPU), greedy held-out
 # accuracy before and after, and the reward curve in runs/make-run/reward.png. `make run SEED=1`.
 SEED ?= 0
 run: $(STAMP)
 	rm -rf runs/make-run
-	$(PY) -m rlvr train --config configs/arith-smollm2.yaml --run-dir runs/make-run \
+	$(PY) -m rlvr train --config configs/arith-lora-smollm2.yaml --run-dir runs/make-run \
 		--set seed=$(SEED) --set steps=1000 --set eval_prompts=64 --set max_minutes=11
 	$(PY) -m rlvr plot runs/make-run
 
