@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from rlvr.cli import main as rlvr_main
+from rlvr.trainer import checkpoint
 from rlvr.trainer.config import TrainConfig, load_config
 from rlvr.trainer.grpo import GRPOTrainer, lr_factor
 from rlvr.trainer.metrics import read_jsonl
@@ -146,8 +147,27 @@ def test_config_overrides_and_errors(tmp_path):
         load_config(path, ["learning_rate=1"])
     with pytest.raises(ValueError, match="aggregation"):
         load_config(path, ["aggregation=mean"])
+    with pytest.raises(ValueError, match="decay_start"):
+        load_config(path, ["decay_start=1"])
     with pytest.raises(ValueError, match="lr must be a number"):
         load_config(path, ["lr=fast"])
+
+
+def test_a_config_names_its_base_and_replaces_only_its_own_keys(tmp_path):
+    _write_config(tmp_path / "base.yaml", steps=7, env_kwargs={"words": 3})
+    (tmp_path / "variants").mkdir()
+    child = tmp_path / "variants" / "child.yaml"
+    child.write_text("base: ../base.yaml\nlr: 1.0e-3\nenv_kwargs: {words: 5}\n")
+    config = load_config(child, ["steps=9"])
+    assert (config.lr, config.env_kwargs, config.steps, config.group_size) == (1e-3, {"words": 5}, 9, 8)
+    child.write_text("base: ../missing.yaml\n")
+    with pytest.raises(ValueError, match="no such config file"):
+        load_config(child)
+    child.write_text("base: child.yaml\n")
+    with pytest.raises(ValueError, match="its own base"):
+        load_config(child)
+    assert load_config(TESTS.parent / "configs" / "arith-lora-smollm2.yaml").env_kwargs == \
+        load_config(TESTS.parent / "configs" / "arith-smollm2.yaml").env_kwargs
 
 
 def test_lr_schedule_warms_up_then_decays_to_the_floor():
@@ -155,6 +175,25 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor():
     assert lr_factor(2, 2, 10, 0.1) == pytest.approx(1.0)
     assert lr_factor(6, 2, 10, 0.1) == pytest.approx(0.55)  # halfway through the cosine
     assert lr_factor(10, 2, 10, 0.1) == pytest.approx(0.1)
+    # a time budget further along than the steps sets the progress; the steps do when they are ahead
+    assert lr_factor(3, 2, 10_000, 0.1, time_fraction=0.5) == pytest.approx(0.55)
+    assert lr_factor(3, 2, 10_000, 0.1, time_fraction=1.2) == pytest.approx(0.1)
+    assert lr_factor(6, 2, 10, 0.1, time_fraction=0.01) == pytest.approx(0.55)
+    # warmup-stable-decay: full lr for the first 60% of the run, the cosine over the rest
+    assert lr_factor(3, 2, 10_000, 0.1, time_fraction=0.59, decay_start=0.6) == 1.0
+    assert lr_factor(3, 2, 10_000, 0.1, time_fraction=0.8, decay_start=0.6) == pytest.approx(0.55)
+    assert lr_factor(3, 2, 10_000, 0.1, time_fraction=1.0, decay_start=0.6) == pytest.approx(0.1)
+
+
+def test_a_time_budget_ends_the_run_and_its_lr_decay_and_counts_across_a_resume(tmp_path):
+    config = TrainConfig(**TOY, steps=10_000, max_minutes=0.1, min_lr_ratio=0.1, checkpoint_every=1)
+    records = GRPOTrainer(config, tmp_path / "run").train()
+    lrs = [r["lr"] for r in records]
+    assert 2 <= len(records) < 10_000 and lrs[0] == pytest.approx(3e-2)
+    # 10,000 steps would barely move a step-based cosine: the clock drives this decay
+    assert all(b <= a for a, b in zip(lrs, lrs[1:])) and lrs[-1] < 0.9 * lrs[0], lrs
+    assert checkpoint.read(tmp_path / "run")["train_seconds"] > 6.0
+    assert GRPOTrainer(config, tmp_path / "run", resume=True).train() == []  # no time left to train
 
 
 def test_cli_reports_mistakes_in_one_line(tmp_path, capsys):

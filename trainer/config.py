@@ -1,6 +1,7 @@
 """Run configuration: a dataclass read from YAML, with `--set key=value` overrides.
 
-Unknown keys are errors (a typo must not silently fall back to a default). Override values
+Unknown keys are errors (a typo must not silently fall back to a default). A `base:` key names a
+config whose keys this one's replace. Override values
 are parsed as YAML, so `--set lr=1e-6`, `--set env_kwargs.digits=2` and
 `--set curriculum=[]` all do what they look like.
 """
@@ -57,7 +58,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     adam_betas: list = field(default_factory=lambda: [0.9, 0.99])
     warmup_steps: int = 0
-    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio
+    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio at `steps`, or at max_minutes if sooner
+    decay_start: float = 0.0  # share of the run (steps or max_minutes) at full lr before the cosine begins
     max_grad_norm: float = 1.0
     # machinery
     chunk_tokens: int = 256  # rows of the output projection computed at once
@@ -72,7 +74,9 @@ class TrainConfig:
     # "replicate" (every process holds the whole model; gradients all-reduced) or "fsdp" (FSDP2 shards weights,
     # gradients and optimizer states across processes; see trainer/fsdp.py)
     parallel: str = "replicate"
-    max_minutes: float = 0.0  # stop after this much wall time, evaluations not counted (0 = no limit); the final eval still runs
+    # stop after this much wall time, evaluations not counted, a resumed run counting its earlier time
+    # (0 = no limit); the final eval still runs
+    max_minutes: float = 0.0
     eval_prompts: int = 0  # held-out prompts evaluated greedily before, during and after training
     eval_every: int = 0
     eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`
@@ -92,6 +96,7 @@ class TrainConfig:
             (self.autocast in ("auto", "bf16", "off"), "autocast must be 'auto', 'bf16' or 'off'"),
             (self.sample_dtype in ("auto", "bf16"), "sample_dtype must be 'auto' or 'bf16'"),
             (self.tis_cap >= 1, "tis_cap must be at least 1"),
+            (0 <= self.decay_start < 1, "decay_start must be in [0, 1)"),
             (self.group_size >= 2, "group_size must be at least 2"),
             (self.prompts_per_step >= 1 and self.steps >= 0 and self.mu >= 1, "prompts_per_step, mu >= 1"),
             (self.max_new_tokens >= 1, "max_new_tokens must be at least 1"),
@@ -137,14 +142,26 @@ def _set_dotted(data: dict, key: str, value: Any) -> None:
     _set_dotted(inner, rest, value)
 
 
+def _read_yaml(path: Path, seen: tuple = ()) -> dict:
+    """A config file's mapping; a `base: other.yaml` key (relative to the file) reads that file first and
+    puts this file's top-level keys over its keys, so a variant config names only what it changes."""
+    if path.resolve() in seen:
+        raise ValueError(f"config: {path} is its own base")
+    if not path.is_file():
+        raise ValueError(f"config: no such config file: {path}")
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config: {path} does not hold a mapping")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    return {**_read_yaml(path.parent / str(base), (*seen, path.resolve())), **data}
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> TrainConfig:
     """A TrainConfig from a YAML file (or the defaults) with `key=value` overrides applied in order."""
-    data: dict = {}
-    if path is not None:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
-        if not isinstance(data, dict):
-            raise ValueError(f"config: {path} does not hold a mapping")
+    data = _read_yaml(Path(path)) if path is not None else {}
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key:

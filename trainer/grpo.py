@@ -39,11 +39,16 @@ from rlvr.trainer.steps import group_token_advantages, step_rewards
 EPS = 1e-4
 
 
-def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
-    """Linear warmup over `warmup` steps, then cosine decay from 1 to `min_ratio` at `total`."""
+def lr_factor(step: int, warmup: int, total: int, min_ratio: float, time_fraction: float = 0.0,
+              decay_start: float = 0.0) -> float:
+    """Linear warmup over `warmup` steps, constant up to `decay_start` (a share of the run), then cosine
+    decay from 1 to `min_ratio` at `total` steps, or sooner when `time_fraction` (the share of a time
+    budget spent) is further along: a run that a time budget ends does not know its step count, and
+    still ends its decay when its time does."""
     if step < warmup:
         return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    progress = max((step - warmup) / max(1, total - warmup), time_fraction)
+    progress = min(1.0, max(0.0, progress - decay_start) / (1 - decay_start))
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
@@ -88,8 +93,10 @@ class GRPOTrainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(self.params, config)
         total = config.steps * config.mu
+        self.train_seconds = 0.0  # training time against max_minutes, evaluations not counted
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: lr_factor(s, config.warmup_steps * config.mu, total, config.min_lr_ratio))
+            self.optimizer, lambda s: lr_factor(s, config.warmup_steps * config.mu, total, config.min_lr_ratio,
+                                                self._time_fraction(), config.decay_start))
         self.use_bf16 = config.autocast == "bf16" or (
             config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
@@ -105,6 +112,7 @@ class GRPOTrainer:
         if resume:
             state = checkpoint.load(self.run_dir, load_states=self._load_states, scheduler=self.scheduler)
             self.step, self.data_position = state["step"], state["data_position"]
+            self.train_seconds = state["train_seconds"]
             if self.rank == 0:
                 for log in (self.metrics, self.evals, self.samples):
                     log.truncate_after(self.step)
@@ -124,10 +132,10 @@ class GRPOTrainer:
             self._evaluate()
         bar = self._progress_bar()
         records = []
-        started = time.perf_counter()
+        started = time.perf_counter() - self.train_seconds  # a resumed run's budget counts the time already trained
         eval_s = 0.0  # held-out evaluations do not count against max_minutes
         try:
-            while self.step < cfg.steps:
+            while self.step < cfg.steps and self._time_fraction() <= 1:  # a resumed run may have no time left
                 record = self.train_step()
                 records.append(record)
                 if self.rank == 0:
@@ -139,17 +147,16 @@ class GRPOTrainer:
                     bar.update(1)
                     bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
                                     kl=f"{record['kl']:.4f}")
-                out_of_time = cfg.max_minutes > 0 and distributed.max_value(
-                    time.perf_counter() - started - eval_s) > 60 * cfg.max_minutes
-                last = self.step == cfg.steps or out_of_time
+                self.train_seconds = time.perf_counter() - started - eval_s
+                if cfg.max_minutes > 0:  # the slowest rank's clock: every rank stops and decays alike
+                    self.train_seconds = distributed.max_value(self.train_seconds)
+                last = self.step == cfg.steps or self._time_fraction() > 1
                 if cfg.eval_prompts and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
                     t_eval = time.perf_counter()
                     self._evaluate()
                     eval_s += time.perf_counter() - t_eval
                 if cfg.checkpoint_every and (self.step % cfg.checkpoint_every == 0 or last):
                     self.save()
-                if out_of_time:
-                    break
         finally:
             checkpoint.wait()
             self.reporter.close()
@@ -164,9 +171,14 @@ class GRPOTrainer:
         if self.rank == 0:
             checkpoint.save(self.run_dir, model_state=model_state, optimizer_state=optimizer_state,
                             scheduler=self.scheduler, step=self.step, data_position=self.data_position,
+                            train_seconds=self.train_seconds,
                             config=self.config.to_dict())
         if distributed.active():
             torch.distributed.barrier()
+
+    def _time_fraction(self) -> float:
+        """The share of max_minutes trained so far (0 without a time budget), for the lr schedule."""
+        return self.train_seconds / (60 * self.config.max_minutes) if self.config.max_minutes > 0 else 0.0
 
     def _states(self) -> tuple[dict, dict]:
         """What a checkpoint keeps: the adapters of a LoRA run (else every weight, whole under FSDP), and
