@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes, at every seed?
 
-Trains with configs/arith-lora-smollm2.yaml (configs/arith-smollm2.yaml, the config of `make run`,
-with LoRA adapters; the reward and curriculum are described there) for
+Trains configs/arith-lora-smollm2.yaml, the config of `make run` (configs/arith-smollm2.yaml, where
+the reward and curriculum are described, with LoRA adapters and an lr decay over the time budget) for
 `--minutes` (the trainer's max_minutes, which does not count evaluations; the reported minutes
 are the summed step times), once per seed in `--seeds`, `--parallel` runs at a time (one torch
 thread each). Greedy accuracy on 200 held-out two-digit sums is measured before training, every

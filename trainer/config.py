@@ -1,9 +1,8 @@
 """Run configuration: a dataclass read from YAML, with `--set key=value` overrides.
 
 Unknown keys are errors (a typo must not silently fall back to a default). A `base:` key names a
-config whose keys this one's replace. Override values
-are parsed as YAML, so `--set lr=1e-6`, `--set env_kwargs.digits=2` and
-`--set curriculum=[]` all do what they look like.
+config whose keys this one's replace. Override values are parsed as YAML, so `--set lr=1e-6`,
+`--set env_kwargs.digits=2` and `--set curriculum=[]` all do what they look like.
 """
 
 from __future__ import annotations
