@@ -61,7 +61,8 @@ def wait() -> None:
 
 
 def save(run_dir: str | Path, *, model_state: dict, optimizer_state: dict, scheduler, step: int,
-         data_position: int, config: dict, train_seconds: float = 0.0, background: bool = True) -> Path:
+         data_position: int, config: dict, train_seconds: float = 0.0, replay: list | None = None,
+         background: bool = True) -> Path:
     """Write a checkpoint of these states; with `background`, in a thread: the tensors must not change
     until `wait()` returns."""
     global _writer
@@ -69,6 +70,7 @@ def save(run_dir: str | Path, *, model_state: dict, optimizer_state: dict, sched
     path = Path(run_dir) / NAME
     state = {"model": model_state, "optimizer": optimizer_state, "scheduler": scheduler.state_dict(),
              "step": step, "data_position": data_position, "train_seconds": train_seconds, "rng": rng_state(),
+             "replay": replay or [],
              "config": config}
     if not background:
         _write(state, path)
@@ -88,10 +90,10 @@ def read(run_dir: str | Path) -> dict:
 
 def load(run_dir: str | Path, *, load_states, scheduler) -> dict:
     """Restore the states in place (model and optimizer through `load_states(model, optimizer)`);
-    returns the checkpoint's step, data_position, train_seconds and config."""
+    returns the checkpoint's step, data_position, train_seconds, replay buffer and config."""
     state = read(run_dir)
     load_states(state["model"], state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
-    # train_seconds: 0 for checkpoints written before it was kept
-    return {"train_seconds": state.get("train_seconds", 0.0), **{k: state[k] for k in ("step", "data_position", "config")}}
+    # train_seconds and replay: 0 and empty for checkpoints written before they were kept
+    return {"train_seconds": state.get("train_seconds", 0.0), "replay": state.get("replay", []), **{k: state[k] for k in ("step", "data_position", "config")}}

@@ -51,6 +51,8 @@ class TrainConfig:
     beta: float = 0.0  # k3 KL weight; 0 = no reference model
     skip_zero_variance: bool = True  # groups whose advantages are all 0 get no forward/backward
     refill_rounds: int = 0  # rounds of fresh prompts drawn to replace skipped groups
+    replay_fraction: float = 0.0  # share of a step's prompts asked again from recent groups with signal (replay.py)
+    replay_capacity: int = 32  # recent prompts with signal kept for replay
     # optimisation
     mu: int = 1  # optimisation passes per batch
     lr: float = 1e-6
@@ -96,6 +98,8 @@ class TrainConfig:
             (self.sample_dtype in ("auto", "bf16"), "sample_dtype must be 'auto' or 'bf16'"),
             (self.tis_cap >= 1, "tis_cap must be at least 1"),
             (0 <= self.decay_start < 1, "decay_start must be in [0, 1)"),
+            (0 <= self.replay_fraction <= 1 and self.replay_capacity >= 0,
+             "replay_fraction must be in [0, 1] and replay_capacity at least 0"),
             (self.group_size >= 2, "group_size must be at least 2"),
             (self.prompts_per_step >= 1 and self.steps >= 0 and self.mu >= 1, "prompts_per_step, mu >= 1"),
             (self.max_new_tokens >= 1, "max_new_tokens must be at least 1"),

@@ -231,9 +231,11 @@ def bind_tokenizer(envs: list, tokenizer) -> None:
 
 def rollout_episodes(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
                      max_new_tokens: int, max_episode_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-                     greedy: bool = False, episode_return: str = "final") -> list[Group]:
+                     greedy: bool = False, episode_return: str = "final", draws: list[int] | None = None,
+                     ) -> list[Group]:
     """Reset G env copies to each prompt index, run the episodes, and return one Group per prompt.
 
+    `draws` are the prompts' draw numbers (0, the default, on a first asking; a replay gets new samples).
     `envs` holds `len(indices) * group_size` envs (copies of one env id), G consecutive ones per prompt.
     """
     need = len(indices) * group_size
@@ -250,7 +252,7 @@ def rollout_episodes(model, tokenizer, envs: list, indices: list[int], *, seed: 
         episodes = sample_episodes(
             model, tokenizer, envs, prompts, group_size, max_new_tokens=max_new_tokens,
             max_episode_tokens=max_episode_tokens, temperature=temperature, top_p=top_p, greedy=greedy,
-            generators=[prompt_generator(seed, i) for i in indices])
+            generators=[prompt_generator(seed, i, d) for i, d in zip(indices, draws or [0] * len(indices))])
     finally:
         model.train(was_training)
     groups = []

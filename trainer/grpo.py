@@ -32,6 +32,7 @@ from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.packed_weights import packed_linears
+from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
 from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
 from rlvr.trainer.steps import group_token_advantages, step_rewards
@@ -106,6 +107,7 @@ class GRPOTrainer:
         self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
         self.samples = JsonlLog(self.run_dir / "samples.jsonl")  # one completion per group, to read what it does
         self.step, self.data_position = 0, 0
+        self.replay, self._replayed = ReplayBuffer(config.replay_capacity, config.seed), 0
         self.envs, self.env_kwargs = [], None
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +115,7 @@ class GRPOTrainer:
             state = checkpoint.load(self.run_dir, load_states=self._load_states, scheduler=self.scheduler)
             self.step, self.data_position = state["step"], state["data_position"]
             self.train_seconds = state["train_seconds"]
+            self.replay.load(state["replay"])
             if self.rank == 0:
                 for log in (self.metrics, self.evals, self.samples):
                     log.truncate_after(self.step)
@@ -171,7 +174,7 @@ class GRPOTrainer:
         if self.rank == 0:
             checkpoint.save(self.run_dir, model_state=model_state, optimizer_state=optimizer_state,
                             scheduler=self.scheduler, step=self.step, data_position=self.data_position,
-                            train_seconds=self.train_seconds,
+                            train_seconds=self.train_seconds, replay=self.replay.state(),
                             config=self.config.to_dict())
         if distributed.active():
             torch.distributed.barrier()
@@ -228,29 +231,45 @@ class GRPOTrainer:
         episodes = is_multiturn(self.envs[0])
         if episodes:  # G copies of the env per prompt, one per episode
             self._set_envs(shard * cfg.group_size)
+        # this step's prompts for every rank (replays first, then fresh ones), as (index, draw number)
+        if self.step and cfg.env_kwargs_at(self.step) != cfg.env_kwargs_at(self.step - 1):
+            self.replay.load([])  # a new curriculum stage: the old stage's prompts are not asked again
+        replays = self.replay.take(self.step, round(cfg.replay_fraction * cfg.prompts_per_step))
+        fresh = cfg.prompts_per_step - len(replays)
+        prompts = replays + [(self.data_position + i, 0) for i in range(fresh)]
         groups, candidates = [], []
         for round_ in range(1 + cfg.refill_rounds):
             need = shard - len(candidates)
             if need == 0:
                 break
-            base = self.data_position + round_ * cfg.prompts_per_step + self.rank * shard
+            if round_ == 0:
+                mine = prompts[self.rank * shard:(self.rank + 1) * shard]
+            else:  # refills are fresh prompts
+                base = self.data_position + fresh + (round_ - 1) * cfg.prompts_per_step + self.rank * shard
+                mine = [(base + i, 0) for i in range(need)]
+            indices, draws = [i for i, _ in mine], [d for _, d in mine]
             # one region: each weight is cast once for the whole loop
             with self._gathered(), self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
                 if episodes:
                     new = rollout_episodes(
-                        self.model, self.tokenizer, self.envs, [base + i for i in range(need)], seed=cfg.seed,
+                        self.model, self.tokenizer, self.envs, indices, seed=cfg.seed,
                         group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
                         max_episode_tokens=cfg.max_episode_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                        episode_return=cfg.episode_return)
+                        episode_return=cfg.episode_return, draws=draws)
                 else:
-                    new = rollout(self.model, self.tokenizer, self.envs, [base + i for i in range(need)],
+                    new = rollout(self.model, self.tokenizer, self.envs, indices,
                                   seed=cfg.seed, group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                                  temperature=cfg.temperature, top_p=cfg.top_p)
+                                  temperature=cfg.temperature, top_p=cfg.top_p, draws=draws)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
             candidates += [g for g in new
                            if len(g.rewards) > 1 and not (cfg.skip_zero_variance and self._no_signal(g))]
-        self.data_position += cfg.prompts_per_step * (1 + cfg.refill_rounds)
+        self.data_position += fresh + cfg.prompts_per_step * cfg.refill_rounds
+        if cfg.replay_fraction:  # every rank adds the same prompts: those of the whole step that carried signal
+            draw = dict(replays)
+            self.replay.add(distributed.gather_lists([(g.index, draw.get(g.index, 0) + 1) for g in groups
+                                                      if len(g.rewards) > 1 and not self._no_signal(g)]))
+        self._replayed = len(replays)
         advantages = self._advantages(candidates, groups)
         return groups, list(zip(candidates, advantages))
 
@@ -423,6 +442,7 @@ class GRPOTrainer:
             "entropy": entropy / entropy_tokens if entropy_tokens else None,
             "zero_var_frac": 1.0 - n_kept / n_groups if n_groups else 0.0,
             "groups_trained": int(n_kept),
+            "replayed": self._replayed,  # prompts of this step asked again (replay_fraction)
             "grad_norm": stats["grad_norm"] / stats["updates"] if stats["updates"] else 0.0,
             # KL(sampler || trained policy) per token when sampling runs in another precision (k3 estimate)
             "sampler_kl": sampler_kl / entropy_tokens if self.correct_sampler and entropy_tokens else None,

@@ -9,6 +9,7 @@ yields the same prompt and the same completions, whichever process or batch it l
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -53,14 +54,25 @@ def score(envs: list, texts: list[list[str]]) -> list[list[tuple[float, dict]]]:
     return [e.unwrapped.score_group(t) for e, t in zip(envs, texts)]
 
 
-def prompt_generator(seed: int, index: int) -> torch.Generator:
-    return torch.Generator().manual_seed((seed & 0xFFFF_FFFF) << 20 ^ index)
+def prompt_generator(seed: int, index: int, draw: int = 0) -> torch.Generator:
+    """The sampling generator of prompt `index`, asked for the `draw`-th time after the first (trainer/replay.py).
+
+    torch seeds its CPU generator from the low 32 bits only, so a replay's key is hashed into them
+    rather than put above them.
+    """
+    key = (seed & 0xFFFF_FFFF) << 20 ^ index
+    if draw:
+        key = int.from_bytes(hashlib.blake2b(f"{seed}:{index}:{draw}".encode(), digest_size=4).digest(), "little")
+    return torch.Generator().manual_seed(key)
 
 
 def rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
             max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-            ) -> list[Group]:
-    """Reset env i to prompt indices[i], sample `group_size` completions of each, and score them."""
+            draws: list[int] | None = None) -> list[Group]:
+    """Reset env i to prompt indices[i], sample `group_size` completions of each, and score them.
+
+    `draws` are the prompts' draw numbers (0, the default, on a first asking; a replay gets new samples).
+    """
     if len(envs) < len(indices):
         raise ValueError(f"{len(indices)} prompts but only {len(envs)} envs")
     envs = envs[: len(indices)]
@@ -71,7 +83,7 @@ def rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, grou
         sampled = sample(
             model, encode_chats(tokenizer, chats), n=group_size, max_new_tokens=max_new_tokens,
             temperature=temperature, top_p=top_p, greedy=greedy,
-            generators=[prompt_generator(seed, i) for i in indices],
+            generators=[prompt_generator(seed, i, d) for i, d in zip(indices, draws or [0] * len(indices))],
             eos_token_ids=eos_ids(tokenizer, model), pad_token_id=tokenizer.pad_token_id,
         )
     finally:
