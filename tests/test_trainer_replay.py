@@ -75,6 +75,14 @@ def test_a_resumed_run_replays_what_the_uninterrupted_run_replayed(tmp_path):
     assert sum(r["replayed"] for r in whole[3:]) > 0
 
 
+def test_a_new_curriculum_stage_starts_with_an_empty_buffer(tmp_path):
+    stages = [{"until_step": 3, "env_kwargs": {"words": 2}}, {"env_kwargs": {"words": 3}}]
+    metrics = GRPOTrainer(TrainConfig(**TOY, steps=5, replay_fraction=0.5, curriculum=stages), tmp_path / "c").train()
+    replayed = [r["replayed"] for r in metrics]
+    assert replayed[0] == 0 and replayed[3] == 0, replayed  # step 4 is the first of the second stage
+    assert replayed[1] + replayed[2] > 0 and replayed[4] > 0, replayed
+
+
 @pytest.mark.parametrize("bad", [{"replay_fraction": 1.5}, {"replay_fraction": -0.1}, {"replay_capacity": -1}])
 def test_bad_replay_settings_are_refused(bad):
     with pytest.raises(ValueError, match="replay"):
