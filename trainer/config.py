@@ -50,6 +50,9 @@ class TrainConfig:
     epsilon_high: float = 0.28
     beta: float = 0.0  # k3 KL weight; 0 = no reference model
     skip_zero_variance: bool = True  # groups whose advantages are all 0 get no forward/backward
+    # the loss's denominators count every sampled group (TRL's and verl's scale: skipping is then only a
+    # saving), not just the trained ones (each step's gradient then has one scale, however few groups trained)
+    count_skipped: bool = False
     refill_rounds: int = 0  # rounds of fresh prompts drawn to replace skipped groups
     replay_fraction: float = 0.0  # share of a step's prompts asked again from recent groups with signal (replay.py)
     replay_capacity: int = 32  # recent prompts with signal kept for replay

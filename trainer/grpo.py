@@ -209,7 +209,7 @@ class GRPOTrainer:
         self._last_samples = distributed.gather_lists([
             {"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]} for g in groups
             if g.texts])
-        stats = self._optimise(kept)
+        stats = self._optimise(kept, groups)
         self.step += 1
         step_s = time.perf_counter() - t0
         return self._record(groups, kept, stats, lr, step_s, t_gen, cfg)
@@ -353,14 +353,17 @@ class GRPOTrainer:
             return group_logprobs(model, prompt, ids, mask, self.config.temperature, self.config.chunk_tokens,
                                   with_entropy, self.config.pack_tokens)
 
-    def _optimise(self, kept: list[tuple[Group, torch.Tensor]]) -> dict:
+    def _optimise(self, kept: list[tuple[Group, torch.Tensor]], groups: list[Group]) -> dict:
         cfg = self.config
         release_freed_memory()  # what sampling freed (KV caches), before the step's peak
         batch = [(self._tensors(g), adv.to(self.device)) for g, adv in kept]
         batch = [(t, adv) for t, adv in batch if t[2].sum() > 0]
+        masks = [m for (_, _, m, _), _ in batch]
+        if cfg.count_skipped:  # the skipped groups' tokens count as if trained with advantage 0
+            trained = {id(g) for g, _ in kept}
+            masks += [self._tensors(g)[2] for g in groups if id(g) not in trained and g.completion_ids]
         n_seqs, n_tokens = distributed.sum_values(
-            [sum(float((m.sum(-1) > 0).sum()) for (_, _, m, _), _ in batch),
-             sum(float(m.sum()) for (_, _, m, _), _ in batch)])
+            [sum(float((m.sum(-1) > 0).sum()) for m in masks), sum(float(m.sum()) for m in masks)])
         totals = {"clipped": 0.0, "kl": 0.0, "tokens": 0.0, "entropy": 0.0, "entropy_tokens": 0.0,
                   "grad_norm": 0.0, "updates": 0, "sampler_kl": 0.0}
         if n_seqs == 0:
