@@ -96,4 +96,5 @@ def load(run_dir: str | Path, *, load_states, scheduler) -> dict:
     scheduler.load_state_dict(state["scheduler"])
     set_rng_state(state["rng"])
     # train_seconds and replay: 0 and empty for checkpoints written before they were kept
-    return {"train_seconds": state.get("train_seconds", 0.0), "replay": state.get("replay", []), **{k: state[k] for k in ("step", "data_position", "config")}}
+    return {"train_seconds": state.get("train_seconds", 0.0), "replay": state.get("replay", []),
+            **{k: state[k] for k in ("step", "data_position", "config")}}

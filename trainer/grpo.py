@@ -5,7 +5,9 @@ env API, turn rewards into advantages, then run `mu` optimisation passes over th
 carry signal (each pass: one forward/backward per group, gradients summed across processes,
 norm clipping, one AdamW step under a warmup + cosine schedule). Groups whose advantages are
 all zero (every completion got the same reward) are skipped before any forward pass; with
-`refill_rounds` > 0 fresh prompts replace them (DAPO's dynamic sampling).
+`refill_rounds` > 0 fresh prompts replace them (DAPO's dynamic sampling), and with
+`replay_fraction` > 0 part of each step's prompts are recent ones that carried signal, asked
+again (trainer/replay.py).
 
 Everything random is a function of (seed, prompt index), so a run resumed from a checkpoint
 logs the same metrics as one that never stopped, and a sharded run trains on the same
