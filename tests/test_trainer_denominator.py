@@ -4,13 +4,13 @@ the one of training them with advantage 0 (TRL's and verl's scale)."""
 from __future__ import annotations
 
 import pytest
+import test_trainer_run
 import torch
 
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
 
-TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
-           max_new_tokens=8, lr=3e-2, threads=1, progress=False, steps=1)
+TOY = {**test_trainer_run.TOY, "steps": 1}
 
 
 def _grad_norm(tmp_path, name, count_skipped, trained_groups, groups):

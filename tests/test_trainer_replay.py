@@ -4,6 +4,7 @@ run replays the same ones."""
 from __future__ import annotations
 
 import pytest
+import test_trainer_run
 import torch
 
 from rlvr.trainer.config import TrainConfig
@@ -12,9 +13,7 @@ from rlvr.trainer.metrics import read_jsonl
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.rollout import prompt_generator
 
-TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
-           max_new_tokens=8, lr=3e-2, threads=1, progress=False, min_lr_ratio=1.0)
-TIMING = {"step_s", "gen_s", "tokens_per_s"}
+TOY = {**test_trainer_run.TOY, "min_lr_ratio": 1.0}  # a constant lr: a run cut short keeps the schedule
 
 
 def test_the_buffer_takes_at_random_per_step_and_keeps_the_newest():
@@ -69,9 +68,7 @@ def test_a_resumed_run_replays_what_the_uninterrupted_run_replayed(tmp_path):
     resumed = GRPOTrainer(TrainConfig(**TOY, steps=6, replay_fraction=0.5), tmp_path / "cut", resume=True)
     assert resumed.replay.entries  # the buffer came back from the checkpoint
     resumed.train()
-    cut = read_jsonl(tmp_path / "cut" / "metrics.jsonl")
-    strip = [{k: v for k, v in r.items() if k not in TIMING} for r in whole]
-    assert [{k: v for k, v in r.items() if k not in TIMING} for r in cut] == strip
+    test_trainer_run._same(read_jsonl(tmp_path / "cut" / "metrics.jsonl"), whole)
     assert sum(r["replayed"] for r in whole[3:]) > 0
 
 

@@ -317,14 +317,11 @@ class GRPOTrainer:
     # --- optimisation -------------------------------------------------------------------
 
     def _tensors(self, group: Group):
-        cfg = self.config
         width = max(len(c) for c in group.completion_ids)
         ids = torch.full((len(group.completion_ids), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids, dtype=torch.float32)
-        for i, (c, cut) in enumerate(zip(group.completion_ids, group.truncated)):
+        for i, c in enumerate(group.completion_ids):
             ids[i, :len(c)] = torch.tensor(c)
-            if not (cfg.mask_truncated and cut):  # multi-turn: env tokens are context, weight 0
-                mask[i, :len(c)] = 1.0 if group.weights is None else torch.tensor(group.weights[i], dtype=torch.float32)
+        mask = self._mask(group, width)
         prompt = torch.tensor(group.prompt_ids, dtype=torch.long)
         sampler = None
         if self.correct_sampler:
@@ -333,6 +330,15 @@ class GRPOTrainer:
                 sampler[i, :len(lps)] = torch.tensor(lps)
             sampler = sampler.to(self.device)
         return prompt.to(self.device), ids.to(self.device), mask.to(self.device), sampler
+
+    def _mask(self, group: Group, width: int) -> torch.Tensor:
+        """The loss weight of each completion token (G x width, on the CPU): 1, or 0 after a cut with
+        `mask_truncated`; multi-turn env tokens are context, weight 0."""
+        mask = torch.zeros((len(group.completion_ids), width), dtype=torch.float32)
+        for i, (c, cut) in enumerate(zip(group.completion_ids, group.truncated)):
+            if not (self.config.mask_truncated and cut):
+                mask[i, :len(c)] = 1.0 if group.weights is None else torch.tensor(group.weights[i], dtype=torch.float32)
+        return mask
 
     def _autocast(self, enabled: bool | None = None):
         if not (self.use_bf16 if enabled is None else enabled):
@@ -363,7 +369,8 @@ class GRPOTrainer:
         masks = [m for (_, _, m, _), _ in batch]
         if cfg.count_skipped:  # the skipped groups' tokens count as if trained with advantage 0
             trained = {id(g) for g, _ in kept}
-            masks += [self._tensors(g)[2] for g in groups if id(g) not in trained and g.completion_ids]
+            masks += [self._mask(g, max(map(len, g.completion_ids))) for g in groups
+                      if id(g) not in trained and g.completion_ids]
         n_seqs, n_tokens = distributed.sum_values(
             [sum(float((m.sum(-1) > 0).sum()) for m in masks), sum(float(m.sum()) for m in masks)])
         totals = {"clipped": 0.0, "kl": 0.0, "tokens": 0.0, "entropy": 0.0, "entropy_tokens": 0.0,
