@@ -2,7 +2,8 @@
 """Does rlvr's GRPO teach SmolLM2-135M two-digit addition within 30 CPU-minutes, at every seed?
 
 Trains configs/arith-lora-smollm2.yaml, the config of `make run` (configs/arith-smollm2.yaml, where
-the reward and curriculum are described, with LoRA adapters and an lr decay over the time budget) for
+the reward and curriculum are described, with LoRA adapters, eight prompts of four completions a
+step and an lr decay over the time budget) for
 `--minutes` (the trainer's max_minutes, which does not count evaluations; the reported minutes
 are the summed step times), once per seed in `--seeds`, `--parallel` runs at a time (one torch
 thread each). Greedy accuracy on 200 held-out two-digit sums is measured before training, every
