@@ -148,6 +148,6 @@ class RayScorer:
 
     def score_groups(self, envs: Sequence[Any], completions: Sequence[Sequence[str]]) -> list[list[tuple[float, dict]]]:
         """`rlvr.envs.score_groups` with each reward's batch scored on the cluster."""
-        from rlvr.envs.rollout import score_groups
+        from rlvr.envs import score_groups
 
         return score_groups(envs, completions, score_batch=self.score_batch)
