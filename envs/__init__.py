@@ -11,9 +11,9 @@ its family in FAMILIES.
 from rlvr.envs import tasks_reasoning_gym
 from rlvr.envs.base import TaskEnv
 from rlvr.envs.curriculum import Curriculum, CurriculumWrapper
+from rlvr.envs.group_scoring import score_groups
 from rlvr.envs.multiturn import CodeFeedbackEnv, MathSelfCheckEnv, MultiTurnEnv
 from rlvr.envs.registration import make, register_env
-from rlvr.envs.group_scoring import score_groups
 from rlvr.envs.spaces import AnyText, Messages
 from rlvr.envs.tasks import Generator, ListTasks, RequireBoxed, Task, TaskSource
 from rlvr.registry import register_verifier
