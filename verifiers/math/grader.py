@@ -24,7 +24,7 @@ import functools
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math import evaluate, numeric, powers, structures
+from rlvr.verifiers.math import expressions, numeric, powers, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 
@@ -198,7 +198,7 @@ def _true_statement(node: Node) -> bool:
     if re.search(r"[a-zA-Z]", lhs.replace("\\frac", "").replace("\\sqrt", "").replace("\\cdot", "")
                  .replace("\\times", "")):
         return False
-    return evaluate.equal(lhs, rhs) is True
+    return expressions.equal(lhs, rhs) is True
 
 
 def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
@@ -282,7 +282,7 @@ def _equation_equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     if is_name(la) and is_name(lr) and _key(la) == _key(lr) and not _is_expression(r.items[1].text, lr):
         # `D = (0, 1)` against `D = (0, 1.5)`: the same name, so the values decide
         return _equal(parse_structure(a.items[1].text), parse_structure(r.items[1].text), symbolic, simplified)
-    fast = evaluate.proportional((la, a.items[1].text), (lr, r.items[1].text))
+    fast = expressions.proportional((la, a.items[1].text), (lr, r.items[1].text))
     if fast is not None:
         return fast
     if not symbolic:
@@ -356,9 +356,9 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     text = _text_equal(a, r)
     if text is not None:
         return text
-    fast = evaluate.equal(a, r)
+    fast = expressions.equal(a, r)
     if fast is not None:
-        return fast or _rounded(a, evaluate.value(r)) or _rounded(r, evaluate.value(a))
+        return fast or _rounded(a, expressions.value(r)) or _rounded(r, expressions.value(a))
     if not symbolic:
         raise NeedsSymbolic(f"{a!r} vs {r!r}")
     from rlvr.verifiers.math import symbolic as sym
@@ -464,7 +464,7 @@ def _leaf_readable(leaf: str) -> bool:
     leaf = leaf.strip()
     return bool(leaf) and (leaf in _KNOWN_LEAVES or numeric.to_rational(leaf) is not None or _is_words(leaf)
                            or _BASE.match(leaf.replace(" ", "")) is not None or _CLOCK.match(leaf) is not None
-                           or evaluate.parses(leaf) or powers.parse(leaf) is not None)
+                           or expressions.parses(leaf) or powers.parse(leaf) is not None)
 
 
 def offers_several(answer: str, reference: str) -> bool:

@@ -205,7 +205,7 @@ def _relation(s: str) -> Node | None:
 def _difference(whole: Node, removed: Node) -> Node | None:
     """`\\mathbb{R} \\setminus \\{-2\\}` -> `(-\\infty,-2) \\cup (-2,\\infty)`: an interval (or union)
     minus finitely many real points, as the union of intervals it leaves; None otherwise."""
-    from rlvr.verifiers.math import evaluate
+    from rlvr.verifiers.math import expressions
 
     intervals = whole.items if whole.kind == "union" else (whole,)
     points = removed.items if removed.kind == "set" else (removed,) if removed.kind == "scalar" else ()
@@ -218,7 +218,7 @@ def _difference(whole: Node, removed: Node) -> Node | None:
         t = text.replace(" ", "")
         if t in ("\\infty", "+\\infty", "-\\infty"):
             return float("-inf") if t.startswith("-") else float("inf")
-        v = evaluate.value(text)
+        v = expressions.value(text)
         return None if v is None or (not isinstance(v, Fraction) and v.imag != 0) else (
             v if isinstance(v, Fraction) else v.real)
 
