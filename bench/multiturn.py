@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     from rlvr.evaluate import model_policy, run_episodes
     from rlvr.trainer.episodes import rollout_episodes
     from rlvr.trainer.generation import sample
+    from rlvr.trainer.groups import make_envs, prompt_generator
     from rlvr.trainer.models import load_model
-    from rlvr.trainer.rollout import make_envs, prompt_generator
 
     torch.set_num_threads(args.threads)
     model, tok = load_model("smollm2")

@@ -132,7 +132,7 @@ def test_error_episodes_are_left_out_of_advantages_and_counted(tiny):
 
 
 def test_drop_errors_keeps_single_turn_groups_whole():
-    from rlvr.trainer.rollout import Group
+    from rlvr.trainer.groups import Group
 
     g = Group(0, [1], [[2], [3]], [False, False], ["a", "b"], [1.0, 0.0],
               [{"score": {"reason": None}}, {"score": {"reason": "error"}}], [[0.0], [0.0]])

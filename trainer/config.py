@@ -40,7 +40,7 @@ class TrainConfig:
     max_episode_tokens: int = 512  # tokens after the prompt (sampled + env) before an episode is cut
     episode_return: str = "final"  # an episode's reward: "final" (its last reward) or "sum" (of its turn rewards)
     # objective (see loss.py)
-    # "grpo", "rft" (Online RFT: advantage 1 if correct, else 0) or "process" (per-step rewards, trainer/steps.py)
+    # "grpo", "rft" (Online RFT: advantage 1 if correct, else 0) or "process" (per-step rewards, trainer/process_rewards.py)
     advantage: str = "grpo"
     scale_rewards: str = "group"
     std: str = "sample"

@@ -37,8 +37,8 @@ from typing import Any
 import torch
 
 from rlvr.trainer.generation import _pick, eos_ids, prefill_prompts
+from rlvr.trainer.groups import Group, make_envs, prompt_generator
 from rlvr.trainer.kvcache import cache_kwarg
-from rlvr.trainer.rollout import Group, make_envs, prompt_generator
 
 SENTINEL = "\u2063rlvr-turn\u2063"
 

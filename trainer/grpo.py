@@ -29,15 +29,15 @@ import yaml
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn, rollout_episodes
+from rlvr.trainer.groups import Group, evaluate, make_envs, rollout
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.packed_weights import packed_linears
+from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
-from rlvr.trainer.rollout import Group, evaluate, make_envs, rollout
-from rlvr.trainer.steps import group_token_advantages, step_rewards
 
 EPS = 1e-4
 

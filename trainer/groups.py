@@ -1,4 +1,4 @@
-"""Rollouts: prompts from envs, G sampled completions per prompt, rewards from the env API.
+"""Groups: a prompt from an env, G completions sampled for it, their rewards from the env API.
 
 The trainer knows a task only through the env contract: `env.reset(seed=...)` gives chat
 messages, `env.unwrapped.score_group(texts)` (or `rlvr.envs.score_groups` for a batch of rlvr

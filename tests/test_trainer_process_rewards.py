@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlvr.trainer.models import load_tokenizer
-from rlvr.trainer.steps import group_token_advantages, token_ends
+from rlvr.trainer.process_rewards import group_token_advantages, token_ends
 
 
 @pytest.fixture(scope="module")
