@@ -10,6 +10,10 @@ Why not `DistributedDataParallel`? DDP all-reduces inside `backward`, one bucket
 and needs every rank to run the same number of backward passes. Here a rank runs one backward
 per group it trains, and groups with equal rewards are skipped, so ranks differ; one explicit
 all-reduce per optimizer step is simpler and cannot deadlock.
+
+A collective's tensor must live where the process group's backend reduces: NCCL takes only CUDA
+tensors, gloo CPU ones. The helpers here place theirs by `collective_device`, so no caller
+chooses a device.
 """
 
 from __future__ import annotations
@@ -48,21 +52,40 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def sum_values(values: list[float], device=None) -> list[float]:
+def collective_device(backend: str | None = None) -> torch.device:
+    """Where a tensor for a collective of the process group (default: the running one's backend) must live.
+
+    NCCL reduces CUDA tensors only, on the device this rank set in `setup`; gloo reduces CPU tensors.
+    A backend string may name several (`"cpu:gloo,cuda:nccl"`): with NCCL among them, CUDA."""
+    backend = str(backend if backend is not None else dist.get_backend())
+    if "nccl" in backend:
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cuda")
+    return torch.device("cpu")
+
+
+def sum_values(values: list[float]) -> list[float]:
     """Element-wise sum across ranks (identity in a single process)."""
     if not active():
         return list(values)
-    t = torch.tensor(values, dtype=torch.float64, device=device)
+    t = torch.tensor(values, dtype=torch.float64, device=collective_device())
     dist.all_reduce(t)
     return t.tolist()
 
 
-def max_value(value: float, device=None) -> float:
+def max_value(value: float) -> float:
     if not active():
         return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
+    t = torch.tensor([value], dtype=torch.float64, device=collective_device())
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.item())
+
+
+def barrier() -> None:
+    """Wait for every rank; under NCCL on this rank's own device (else NCCL guesses one, device 0 by rank)."""
+    if not active():
+        return
+    device = collective_device()
+    dist.barrier(device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def gather_lists(items: list) -> list:
@@ -82,7 +105,7 @@ def sum_gradients(parameters) -> None:
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    flat = torch.cat([p.grad.reshape(-1) for p in params]).to(collective_device())  # no copy if already there
     dist.all_reduce(flat)
     offset = 0
     for p in params:

@@ -36,6 +36,7 @@ from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.packed_weights import packed_linears
 from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
+from rlvr.trainer.progress import ProgressBar
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
 
@@ -148,13 +149,12 @@ class GRPOTrainer:
                     for sample in self._last_samples:
                         self.samples.append(sample)
                     self.reporter.log_step(record, self._last_samples)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(reward=f"{record['reward_mean']:.3f}", acc=f"{record['accuracy']:.2f}",
-                                    kl=f"{record['kl']:.4f}")
                 self.train_seconds = time.perf_counter() - started - eval_s
                 if cfg.max_minutes > 0:  # the slowest rank's clock: every rank stops and decays alike
                     self.train_seconds = distributed.max_value(self.train_seconds)
+                if bar is not None:
+                    bar.update(self.step, self.train_seconds, reward=f"{record['reward_mean']:.3f}",
+                               acc=f"{record['accuracy']:.2f}", kl=f"{record['kl']:.4f}")
                 last = self.step == cfg.steps or self._time_fraction() > 1
                 if cfg.eval_prompts and (last or (cfg.eval_every and self.step % cfg.eval_every == 0)):
                     t_eval = time.perf_counter()
@@ -178,8 +178,7 @@ class GRPOTrainer:
                             scheduler=self.scheduler, step=self.step, data_position=self.data_position,
                             train_seconds=self.train_seconds, replay=self.replay.state(),
                             config=self.config.to_dict())
-        if distributed.active():
-            torch.distributed.barrier()
+        distributed.barrier()
 
     def _time_fraction(self) -> float:
         """The share of max_minutes trained so far (0 without a time budget), for the lr schedule."""
@@ -242,7 +241,9 @@ class GRPOTrainer:
         groups, candidates = [], []
         for round_ in range(1 + cfg.refill_rounds):
             need = shard - len(candidates)
-            if need == 0:
+            # the ranks stop together: under FSDP a round all-gathers the weights, so a rank that stopped
+            # alone would leave the others waiting in that collective forever
+            if round_ and distributed.max_value(need) == 0:
                 break
             if round_ == 0:
                 mine = prompts[self.rank * shard:(self.rank + 1) * shard]
@@ -250,18 +251,11 @@ class GRPOTrainer:
                 base = self.data_position + fresh + (round_ - 1) * cfg.prompts_per_step + self.rank * shard
                 mine = [(base + i, 0) for i in range(need)]
             indices, draws = [i for i, _ in mine], [d for _, d in mine]
-            # one region: each weight is cast once for the whole loop
-            with self._gathered(), self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
-                if episodes:
-                    new = rollout_episodes(
-                        self.model, self.tokenizer, self.envs, indices, seed=cfg.seed,
-                        group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                        max_episode_tokens=cfg.max_episode_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                        episode_return=cfg.episode_return, draws=draws)
-                else:
-                    new = rollout(self.model, self.tokenizer, self.envs, indices,
-                                  seed=cfg.seed, group_size=cfg.group_size, max_new_tokens=cfg.max_new_tokens,
-                                  temperature=cfg.temperature, top_p=cfg.top_p, draws=draws)
+            new = []
+            with self._gathered():  # every rank enters, one with its groups complete too
+                if need:  # one region: each weight is cast once for the whole loop
+                    with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
+                        new = self._sample(indices, draws, episodes)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
             candidates += [g for g in new
@@ -274,6 +268,16 @@ class GRPOTrainer:
         self._replayed = len(replays)
         advantages = self._advantages(candidates, groups)
         return groups, list(zip(candidates, advantages))
+
+    def _sample(self, indices: list[int], draws: list[int], episodes: bool) -> list[Group]:
+        cfg = self.config
+        if episodes:
+            return rollout_episodes(
+                self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
+                max_new_tokens=cfg.max_new_tokens, max_episode_tokens=cfg.max_episode_tokens,
+                temperature=cfg.temperature, top_p=cfg.top_p, episode_return=cfg.episode_return, draws=draws)
+        return rollout(self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
+                       max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, draws=draws)
 
     def _no_signal(self, group: Group) -> bool:
         if self.config.advantage == "rft":
@@ -480,13 +484,10 @@ class GRPOTrainer:
                 result = {"step": self.step, **result}
                 self.evals.append(result)
                 self.reporter.log_eval(result)
-        if distributed.active():
-            torch.distributed.barrier()
+        distributed.barrier()
         return result
 
     def _progress_bar(self):
         if not self.config.progress or self.rank != 0:
             return None
-        from tqdm import tqdm
-
-        return tqdm(total=self.config.steps, initial=self.step, desc="grpo", dynamic_ncols=True)
+        return ProgressBar(self.config.steps, self.config.max_minutes, self.step, self.train_seconds)
