@@ -7,8 +7,13 @@ Verifiers hold only their settings, so each chunk ships the verifier object itse
 
 A batch is cut into chunks, and chunks go to whichever actor has the fewest in flight (a
 fast node takes more); results are written to their input positions, so they come back in
-order. If a node dies mid-batch, its unfinished chunks are sent to the surviving actors;
-each position is filled exactly once (a chunk re-run elsewhere is reported once).
+order. If a node dies mid-batch, its unfinished chunks are sent again (attempt 2, 3, ...)
+to the surviving actors. Every result is delivered once, but a re-sent chunk may have run,
+in part or whole, on the node that died: its code can execute twice.
+
+Each chunk's worker returns a receipt beside its scores (item ids, attempt, node, pid), made
+where the chunk ran; `last["receipts"]` holds those of the delivered chunks, so delivery can
+be counted apart from the bookkeeping that fills the result list.
 
     scorer = RayScorer(address="127.0.0.1:6379")
     scores = scorer.score_batch(make_verifier("math"), completions, references)
@@ -20,6 +25,7 @@ The local path (`verifier.score_batch`, `rlvr.envs.score_groups`) stays the defa
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -36,8 +42,10 @@ class NodeScorer:
 
         return ray.get_runtime_context().get_node_id()
 
-    def score(self, verifier, completions, references, task_fields) -> list[Score]:
-        return verifier.score_batch(completions, references, task_fields)
+    def score(self, verifier, items, attempt, completions, references, task_fields) -> tuple[list[Score], dict]:
+        """The chunk's scores and its receipt: which items ran, at which attempt, on which node and process."""
+        scores = verifier.score_batch(completions, references, task_fields)
+        return scores, {"items": list(items), "attempt": attempt, "node": self.node(), "pid": os.getpid()}
 
 
 class RayScorer:
@@ -55,7 +63,7 @@ class RayScorer:
         self.chunk_size, self.depth = chunk_size, depth
         self._actors: dict[str, Any] = {}  # node id -> actor handle
         self._lock = threading.Lock()
-        self.last = {"chunks": 0, "retried": 0, "lost": 0, "per_node": {}}
+        self.last = {"chunks": 0, "retried": 0, "per_node": {}, "receipts": []}
 
     def nodes(self) -> list[str]:
         """Ids of the nodes with a live actor (actors are started for new nodes)."""
@@ -100,38 +108,38 @@ class RayScorer:
         if not nodes:
             raise RuntimeError("Ray scoring: no alive node in the cluster")
         size = self.chunk_size or max(1, math.ceil(n / (4 * len(nodes))))
-        pending = deque((start, min(n, start + size)) for start in range(0, n, size))
+        pending = deque((start, min(n, start + size), 1) for start in range(0, n, size))
         verifier_ref = ray.put(verifier)
         results: list[Score | None] = [None] * n
-        in_flight: dict[Any, tuple[str, Any, tuple[int, int]]] = {}
+        in_flight: dict[Any, tuple[str, Any, tuple[int, int, int]]] = {}  # ref -> node, actor, chunk
         load = dict.fromkeys(nodes, 0)
         actors = {node: self._actors[node] for node in nodes}
-        stats = {"chunks": len(pending), "retried": 0, "lost": 0, "per_node": dict.fromkeys(nodes, 0)}
+        stats = {"chunks": len(pending), "retried": 0, "per_node": dict.fromkeys(nodes, 0), "receipts": []}
         self.last = stats  # live: progress can be watched while the batch runs
         while pending or in_flight:
             for node in sorted(load, key=load.get):  # least loaded first
                 while pending and load[node] < self.depth:
-                    start, end = chunk = pending.popleft()
-                    ref = actors[node].score.remote(verifier_ref, list(completions[start:end]), references[start:end],
-                                                    task_fields[start:end])
+                    start, end, attempt = chunk = pending.popleft()
+                    ref = actors[node].score.remote(verifier_ref, range(start, end), attempt, list(completions[start:end]),
+                                                    references[start:end], task_fields[start:end])
                     in_flight[ref] = (node, actors[node], chunk)
                     load[node] += 1
             if not in_flight:
                 raise RuntimeError(f"Ray scoring: every node died; {sum(r is None for r in results)} items unscored")
             [done], _ = ray.wait(list(in_flight), num_returns=1)
-            node, actor, (start, end) = in_flight.pop(done)
+            node, actor, (start, end, attempt) = in_flight.pop(done)
             try:
-                scores = ray.get(done)
+                scores, receipt = ray.get(done)
             except (RayActorError, ActorUnavailableError, ObjectLostError):
                 # the node (or its actor) is gone: its chunks go back to the queue for the others
                 load.pop(node, None)
                 self._forget(actor)
-                for ref, (other, _, chunk) in list(in_flight.items()):
+                for ref, (other, _, (first, last, tries)) in list(in_flight.items()):
                     if other == node:
                         del in_flight[ref]
-                        pending.appendleft(chunk)
+                        pending.appendleft((first, last, tries + 1))
                         stats["retried"] += 1
-                pending.appendleft((start, end))
+                pending.appendleft((start, end, attempt + 1))
                 stats["retried"] += 1
                 continue
             if node in load:
@@ -142,8 +150,8 @@ class RayScorer:
                 if results[i] is not None:
                     raise RuntimeError(f"Ray scoring: item {i} reported twice")
                 results[i] = score
-            stats["per_node"][node] += end - start
-        stats["lost"] = sum(r is None for r in results)
+            stats["receipts"].append(receipt)
+            stats["per_node"][receipt["node"]] = stats["per_node"].get(receipt["node"], 0) + len(receipt["items"])
         return results  # type: ignore[return-value]
 
     def score_groups(self, envs: Sequence[Any], completions: Sequence[Sequence[str]]) -> list[list[tuple[float, dict]]]:

@@ -1,7 +1,13 @@
-"""A real multi-node Ray cluster on this machine, for tests and benchmarks of Ray scoring.
+"""A real multi-node Ray cluster on this machine, for the Ray scoring tests and `bench/ray_scoring.py`.
 
-`ray start --head` plus `ray start --address` for each further node, all on 127.0.0.1 (no
-traffic leaves loopback), each node with its own CPUs and a `node<i>` resource. The nodes'
+Kept out of the package on purpose: it exists to fail nodes on demand (`kill_node`) and to
+notice their death in a second, which a user's cluster never wants. A user trying distributed
+scoring on one machine runs `ray start --head` and `ray start --address` (docs/scaling.md).
+
+`ray start --head` plus `ray start --address` for each further node, all with
+`--node-ip-address 127.0.0.1`, each node with its own CPUs and a `node<i>` resource. Every
+port Ray would otherwise take at a fixed number (the head's 6379 and 10001, each node's 52365)
+is one the OS reports free, so two test runs on one machine do not collide. The nodes'
 processes are told apart from any other Ray on the machine by this cluster's own temp folder,
 so `stop()` and `kill_node()` end exactly the processes this cluster started.
 """
@@ -11,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +29,24 @@ FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_fai
                       "RAY_health_check_timeout_ms": "500"}
 
 
-class LocalCluster:
-    def __init__(self, nodes: int = 2, cpus_per_node: int = 1, port: int = 6391):
-        self.port, self.address = port, f"127.0.0.1:{port}"
+def free_port() -> int:
+    """A TCP port nothing listens on now, as the OS picks it."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+class LocalRayCluster:
+    def __init__(self, nodes: int = 2, cpus_per_node: int = 1):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
         self.temp_dir = tempfile.mkdtemp(prefix="rlvr_ray_")
         self._ray = str(Path(sys.executable).with_name("ray"))
         self._env = {**os.environ, **FAST_HEALTH_CHECKS}
         try:
-            self._start(["--head", "--port", str(port), "--temp-dir", self.temp_dir, "--include-dashboard=false",
-                         "--disable-usage-stats"], 0, cpus_per_node)
+            self._start(["--head", "--port", str(self.port), "--ray-client-server-port", str(free_port()),
+                         "--temp-dir", self.temp_dir, "--include-dashboard=false", "--disable-usage-stats"],
+                        0, cpus_per_node)
             self.nodes = 1
             for _ in range(1, nodes):
                 self.add_node(cpus_per_node)
@@ -45,11 +61,10 @@ class LocalCluster:
 
     def _start(self, args: list[str], index: int, cpus: int) -> None:
         cmd = [self._ray, "start", *args, "--node-ip-address", "127.0.0.1", "--num-cpus", str(cpus),
-               "--resources", f'{{"node{index}": 1}}']
+               "--dashboard-agent-listen-port", str(free_port()), "--resources", f'{{"node{index}": 1}}']
         done = subprocess.run(cmd, env=self._env, capture_output=True, text=True, timeout=180)
         if done.returncode:
             raise RuntimeError(f"ray start failed: {(done.stdout + done.stderr)[-1500:]}")
-
     def processes(self) -> list:
         """This cluster's processes (every one names the cluster's temp folder or session in its arguments)."""
         import psutil
