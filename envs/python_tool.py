@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 
+from rlvr.envs.tools import ToolUnavailable  # (its home is tools.py; importable from here as before)
 from rlvr.sandbox.protocol import Job, Limits
 
 MAX_OUTPUT_CHARS = 1000
@@ -55,10 +56,6 @@ except BaseException as _e:
 sys.stdout.flush()
 print(%(marker)s if _ok else "")
 '''
-
-
-class ToolUnavailable(RuntimeError):
-    """The sandbox itself failed (not the model's code): an infrastructure error."""
 
 
 class PythonTool:

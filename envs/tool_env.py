@@ -4,8 +4,18 @@ An episode: the prompt; then each assistant turn either calls tools (`<tool_call
 the env's parser) and gets one `{"role": "tool", "content": ...}` message back per
 call, or answers, which ends the episode with the task's reward. Tool turns earn reward 0; the
 episode's reward is the final answer's. A call that cannot be read, names an unknown tool, has
-bad arguments or makes the tool raise gets an error message back instead of a result, is counted
-in `info["tool_errors"]`, and the episode goes on.
+bad arguments, makes the tool raise or runs past `tool_timeout` seconds gets an error message back
+instead of a result, is counted in `info["tool_errors"]` (kinds "malformed", "unknown_tool",
+"bad_arguments", "tool_failed", "timeout"), and the episode goes on.
+
+Time limit: each call runs in its own daemon thread and the env waits `tool_timeout` seconds
+(60 by default: room for the python tool's own 5 s limit and a busy sandbox queue) for it. A
+Python thread cannot be killed, so a call that runs past is abandoned: its result is dropped,
+and being a daemon it never holds up the step or the interpreter's exit. A process per call
+would be killable, but tools are in-process objects with state (the python tool's notebook, a
+sandbox pool) that a process cannot share. An abandoned call may still change its tool's state
+when it ends. When `MAX_HUNG_CALLS` abandoned calls are still running in the process the tool is
+taken to be broken: further calls raise `ToolUnavailable` (an infrastructure error, below).
 
 Limits per episode (Gymnasium meaning: `terminated` when the model answered, `truncated` when a
 limit stopped it, with reward 0): `max_turns` assistant turns, `max_tool_calls` calls, and
@@ -23,20 +33,56 @@ describes the tools itself (`env.unwrapped.tool_prompt`).
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import json
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlvr.envs.base import TaskEnv, action_text
-from rlvr.envs.python_tool import ToolUnavailable
 from rlvr.envs.spaces import ROLES, Messages
 from rlvr.envs.tasks import TaskSource
 from rlvr.envs.tool_calls import CallError, HermesParser, ParsedTurn, ToolCall
-from rlvr.envs.tools import tool_schema
+from rlvr.envs.tools import ToolUnavailable, tool_schema
 from rlvr.verifiers.core import ERROR, Score
 
 ENDINGS = ("answer", "max_turns", "max_tool_calls", "max_tokens", "error")
+MAX_HUNG_CALLS = 32
+_hung: set[threading.Thread] = set()  # abandoned calls, across envs: a process-wide resource
+_hung_lock = threading.Lock()
+
+
+class ToolTimeout(Exception):
+    """A tool call ran past its time limit (raised by `call_within`, told to the model as an error)."""
+
+
+def call_within(tool: Callable, arguments: dict[str, Any], seconds: float) -> Any:
+    """`tool(**arguments)` in a daemon thread, given `seconds` to return; past that `ToolTimeout`
+    and the thread is abandoned. The tool's own exceptions are raised here."""
+    with _hung_lock:
+        _hung.difference_update([t for t in _hung if not t.is_alive()])
+        if len(_hung) >= MAX_HUNG_CALLS:
+            raise ToolUnavailable(f"{len(_hung)} timed-out tool calls are still running: a tool hangs")
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = tool(**arguments)
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                              name=f"rlvr-tool-{getattr(tool, '__name__', type(tool).__name__)}")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        with _hung_lock:
+            _hung.add(thread)
+        raise ToolTimeout(seconds)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def approximate_tokens(text: str) -> int:
@@ -48,8 +94,11 @@ class ToolEnv(TaskEnv):
 
     def __init__(self, source: TaskSource, *, tools: Sequence[Callable] = (), parser: Callable[[str], ParsedTurn] | None = None,
                  max_turns: int = 4, max_tool_calls: int = 4, max_tokens: int = 2048,
-                 count_tokens: Callable[[str], int] | None = None, **options: Any):
+                 count_tokens: Callable[[str], int] | None = None, tool_timeout: float = 60.0, **options: Any):
         super().__init__(source, **options)
+        if not isinstance(tool_timeout, (int, float)) or isinstance(tool_timeout, bool) or not tool_timeout > 0:
+            raise ValueError(f"tool_timeout must be a positive number of seconds, got {tool_timeout!r}")
+        self.tool_timeout = float(tool_timeout)
         for name, value, low in (("max_turns", max_turns, 1), ("max_tool_calls", max_tool_calls, 0),
                                  ("max_tokens", max_tokens, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -132,9 +181,12 @@ class ToolEnv(TaskEnv):
         except TypeError as exc:
             return self._error("bad_arguments", call.name, f"bad arguments for {call.name}: {exc}.")
         try:
-            result = tool(**call.arguments)
+            result = call_within(tool, call.arguments, self.tool_timeout)
         except ToolUnavailable:
             raise
+        except ToolTimeout:
+            return self._error("timeout", call.name, f"{call.name} did not finish within {self.tool_timeout:g} "
+                                                     "seconds; the call was abandoned.")
         except Exception as exc:  # the tool refused these arguments: the model is told, the episode goes on
             return self._error("tool_failed", call.name, f"{call.name} failed: {type(exc).__name__}: {exc}")
         return call.name, result if isinstance(result, str) else json.dumps(result, default=str)
@@ -169,4 +221,4 @@ class ToolEnv(TaskEnv):
         return info
 
 
-__all__ = ["ENDINGS", "ToolEnv", "approximate_tokens"]
+__all__ = ["ENDINGS", "MAX_HUNG_CALLS", "ToolEnv", "ToolTimeout", "approximate_tokens", "call_within"]

@@ -16,6 +16,9 @@ described in the system message in this documented format (`tool_system_prompt`)
     To call a tool, write a JSON object inside <tool_call></tool_call> tags, for example:
     <tool_call>{"name": "python", "arguments": {"code": "print(2 ** 10)"}}</tool_call>
     The result comes back in a message from the tool.
+
+`ToolUnavailable` is what a tool raises when its own infrastructure failed (a sandbox down), as
+opposed to the model's arguments: the env then ends the episode as an infrastructure error.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from typing import Any
 
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object",
                tuple: "array"}
+
+
+class ToolUnavailable(RuntimeError):
+    """The tool's infrastructure failed (not the model's call): the episode is an infrastructure error."""
 
 
 def _json_type(annotation: Any) -> dict[str, Any]:
@@ -162,5 +169,5 @@ def render_chat(tokenizer, messages: list[dict], schemas: list[dict[str, Any]] |
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
 
-__all__ = ["render_chat", "template_takes_tools", "tool_name", "tool_schema", "tool_system_prompt",
+__all__ = ["ToolUnavailable", "render_chat", "template_takes_tools", "tool_name", "tool_schema", "tool_system_prompt",
            "with_tool_prompt"]

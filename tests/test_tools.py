@@ -1,15 +1,19 @@
 """Tools in envs: schemas from signatures, the tool-call parser, the tool env's errors and limits."""
 
+import subprocess
+import sys
+import textwrap
+import threading
 from typing import Literal
 
 import gymnasium as gym
 import pytest
 
-from rlvr.envs import ListTasks
-from rlvr.envs.python_tool import ToolUnavailable, clip
+from rlvr.envs import ListTasks, tool_env
+from rlvr.envs.python_tool import clip
 from rlvr.envs.tool_calls import CallError, CodeBlockParser, HermesParser, ToolCall, ends_with_call
 from rlvr.envs.tool_env import ToolEnv
-from rlvr.envs.tools import render_chat, template_takes_tools, tool_schema, with_tool_prompt
+from rlvr.envs.tools import ToolUnavailable, render_chat, template_takes_tools, tool_schema, with_tool_prompt
 
 
 def lookup(city: str, year: int = 2020, metric: bool | None = None, unit: Literal["C", "F"] = "C") -> str:
@@ -171,6 +175,108 @@ def test_infrastructure_failure_is_an_error_not_a_wrong_answer():
     env.reset(seed=0)
     _, r, term, trunc, info = env.step(call("broken", x=1))
     assert (r, term, trunc, info["ended_by"], info["score"]["reason"]) == (0.0, False, True, "error", "error")
+
+
+def test_tool_unavailable_lives_with_the_tool_machinery_and_keeps_its_old_path():
+    from rlvr.envs import python_tool
+
+    assert python_tool.ToolUnavailable is ToolUnavailable and ToolUnavailable.__module__ == "rlvr.envs.tools"
+
+
+class Hang:
+    """A tool that blocks until the test releases it."""
+
+    name = "hang"
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def __call__(self, x: int) -> str:
+        """Wait for a release."""
+        self.release.wait()
+        return "late"
+
+
+def boom(x: int) -> str:
+    """Always refuses."""
+    raise KeyError(x)
+
+
+def step_in_thread(env, action, wait=60.0):
+    """env.step(action), or None if it has not returned after `wait` seconds (the env blocked)."""
+    out = []
+    stepper = threading.Thread(target=lambda: out.append(env.step(action)), daemon=True)
+    stepper.start()
+    stepper.join(wait)
+    return out[0] if out else None
+
+
+def release_all(hang):
+    hang.release.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("rlvr-tool-"):
+            thread.join(10)
+
+
+def test_a_tool_that_hangs_times_out_as_an_error_the_model_sees():
+    hang = Hang()
+    tasks = ListTasks([{"prompt": "What is 2 + 3?", "answer": "5"}])
+    env = ToolEnv(tasks, tools=[add, hang, boom], tool_timeout=0.2, require_boxed=False)
+    env.reset(seed=0)
+    try:
+        out = step_in_thread(env, call("hang", x=1) + call("boom", x=7) + call("add", a=2, b=3))
+        assert out is not None, "the env waited for a tool that hangs"
+        obs, r, term, trunc, info = out
+        assert [m["content"] for m in obs[-3:]] == [
+            "Error: hang did not finish within 0.2 seconds; the call was abandoned.",
+            "Error: boom failed: KeyError: 7", "5"]
+        assert (r, term, trunc, info["tool_calls"]) == (0.0, False, False, 3)
+        assert info["tool_errors"] == {"timeout": 1, "tool_failed": 1}
+    finally:
+        release_all(hang)  # the abandoned call now returns "late": nobody reads it
+    obs, r, term, trunc, info = env.step("It is 5.")
+    assert (r, term, info["ended_by"]) == (1.0, True, "answer")
+    assert "late" not in [m["content"] for m in obs]
+    with pytest.raises(ValueError, match="tool_timeout"):
+        ToolEnv(tasks, tools=[add], tool_timeout=0)
+
+
+def test_calls_left_hanging_past_the_cap_end_the_episode_as_an_error(monkeypatch):
+    monkeypatch.setattr(tool_env, "MAX_HUNG_CALLS", 1)
+    hang = Hang()
+    env = ToolEnv(ListTasks([{"prompt": "2 + 3?", "answer": "5"}]), tools=[hang], tool_timeout=0.1)
+    env.reset(seed=0)
+    try:
+        first = step_in_thread(env, call("hang", x=1))
+        assert first is not None and first[4]["tool_errors"] == {"timeout": 1} and not (first[2] or first[3])
+        second = step_in_thread(env, call("hang", x=2))
+        assert second is not None
+        assert (second[3], second[4]["ended_by"], second[4]["score"]["reason"]) == (True, "error", "error")
+    finally:
+        release_all(hang)
+    env.reset(seed=0)  # once the hung calls have returned, calls run again (the event is set: at once)
+    obs, _, _, _, info = step_in_thread(env, call("hang", x=3))
+    assert obs[-1]["content"] == "late" and info["tool_errors"] == {}
+
+
+def test_an_abandoned_call_does_not_hold_up_the_interpreters_exit():
+    program = textwrap.dedent("""
+        import json, time
+        from rlvr.envs import ListTasks
+        from rlvr.envs.tool_env import ToolEnv
+
+        def sleep(seconds: int) -> str:
+            \"\"\"Sleep.\"\"\"
+            time.sleep(seconds)
+            return "awake"
+
+        env = ToolEnv(ListTasks([{"prompt": "p", "answer": "1"}]), tools=[sleep], tool_timeout=0.2)
+        env.reset(seed=0)
+        call = {"name": "sleep", "arguments": {"seconds": 3600}}
+        print(env.step("<tool_call>" + json.dumps(call) + "</tool_call>")[4]["tool_errors"])
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "{'timeout': 1}", done.stderr
 
 
 def test_tools_are_advertised_by_template_or_system_prompt():
