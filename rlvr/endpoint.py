@@ -1,199 +1,146 @@
-"""A client for any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, OpenAI) and `rlvr eval --endpoint`.
+"""`rlvr eval --endpoint`: whole episodes of any env against a served model (OpenAI-compatible API).
 
-`ChatEndpoint.chat(messages)` returns the reply text. A request that times out, cannot
-connect or gets a 429/5xx is retried with exponential backoff (and jitter); when the
-retries run out it raises `EndpointError`, whose `kind` says what happened ("timeout",
-"unreachable", "http", "malformed"), so callers can score an outage as `error` instead of
-as a wrong answer. `chat_many` sends many conversations with at most `max_concurrency`
-requests in flight.
+`evaluate_endpoint` runs episodes through the Gymnasium API: reset -> messages -> the endpoint
+-> `env.step(reply)` -> the next observation, until the env ends the episode, so multi-turn
+envs are evaluated on every turn. pass@k is computed over each episode's final outcome.
 
-`evaluate_endpoint` runs whole episodes of any env against a served model through the
-Gymnasium API: reset -> messages -> the endpoint -> `env.step(reply)` -> the next
-observation, until the env ends the episode, so multi-turn envs are evaluated on every
-turn. pass@k is computed over each episode's final outcome.
+Tool envs (`ToolEnv`, e.g. rlvr/ToolMath-v0) are told their tools as the OpenAI API does: the
+env's tool schemas go in the request's `tools=`, each assistant turn that called tools carries
+`tool_calls` with ids, and each tool message the `tool_call_id` of the call it answers. Many
+chat templates ignore `tools=` (SmolLM2's on llama.cpp does), so the tools are also described
+in the system message in the env's format (`tool_prompt=False` leaves that out). A server
+that returns structured `tool_calls` has them written back into the env's call format, so
+the env reads the same calls either way. A parser with its own call format (```python
+blocks) gets only its own description, as in training.
+
+The client itself (`ChatEndpoint`, `EndpointError`, `api_base`) lives in `rlvr.openai_client`,
+which the LLM judge uses without importing envs; it is importable from here too.
 """
 
 from __future__ import annotations
 
-import os
-import random
+import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+from rlvr.envs.tool_calls import HermesParser, ToolCall
+from rlvr.envs.tools import with_tool_prompt
+from rlvr.openai_client import API_KEY_ENV, RETRY_STATUS, ChatEndpoint, EndpointError, api_base
+
 MAX_EPISODE_TURNS = 32  # a safety bound on envs that never end an episode
-API_KEY_ENV = "RLVR_ENDPOINT_API_KEY"
 
 
-class EndpointError(RuntimeError):
-    """A chat request that failed for good (after retries). `kind`: timeout, unreachable, http, malformed."""
+class ToolWire:
+    """One tool env episode's conversation in the OpenAI form, and the server's calls in the env's form."""
 
-    def __init__(self, kind: str, message: str, status: int | None = None):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.status = status  # the HTTP status, for kind "http"
+    def __init__(self, env, first_messages: list[dict[str, Any]], tool_prompt: bool = True):
+        unwrapped = env.unwrapped
+        self.schemas = unwrapped.tool_schemas
+        self.own_format = unwrapped.tool_prompt  # the parser's own call format, or None (tools=)
+        self.tool_prompt = tool_prompt
+        self.parser = unwrapped.parser
+        self.prompt_turns = sum(m["role"] == "assistant" for m in first_messages)  # worked examples
+        self.structured: dict[int, str] = {}  # reply number -> its content apart from the server's tool_calls
 
+    def request(self, observation: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """(messages, extra request fields) for the next assistant turn."""
+        messages: list[dict[str, Any]] = []
+        pending: list[str] = []  # ids of the last assistant turn's calls, answered in order by tool messages
+        turn = calls = 0
+        for m in observation:
+            if m["role"] == "assistant":
+                parsed = self.parser(m["content"]).calls
+                ids = [f"call_{calls + i}" for i in range(len(parsed))]
+                calls += len(parsed)
+                content = self.structured.get(turn - self.prompt_turns, m["content"])
+                turn += 1
+                message: dict[str, Any] = {"role": "assistant", "content": content}
+                if parsed:
+                    message["tool_calls"] = [_openai_call(i, c) for i, c in zip(ids, parsed)]
+                messages.append(message)
+                pending = ids
+            elif m["role"] == "tool":
+                messages.append({**m, "tool_call_id": pending.pop(0) if pending else f"call_{calls}"})
+            else:
+                messages.append(dict(m))
+        if self.own_format:
+            return with_tool_prompt(messages, self.schemas, self.own_format), {}
+        if self.tool_prompt:
+            messages = with_tool_prompt(messages, self.schemas)
+        return messages, {"tools": self.schemas}
 
-def api_base(url: str) -> str:
-    """The API root: a bare `http://host:port` gets `/v1`; a URL with a path is kept as given."""
-    if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"endpoint URL must be a non-empty string, got {url!r}")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"endpoint URL must look like http://host:port[/v1], got {url!r}")
-    path = parts.path.rstrip("/")
-    return f"{parts.scheme}://{parts.netloc}{path or '/v1'}"
-
-
-class ChatEndpoint:
-    """One model behind an OpenAI-compatible `/chat/completions` route.
-
-    `timeout` is per request (seconds); `retries` extra attempts follow a failed one,
-    after `backoff * 2**attempt` seconds (capped at `max_backoff`, with jitter).
-    The API key comes from `api_key` or the `RLVR_ENDPOINT_API_KEY` environment variable.
-    """
-
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
-                 retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0, max_concurrency: int = 8):
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"model must be a non-empty string, got {model!r}")
-        for name, value, low in (("timeout", timeout, 0.0), ("backoff", backoff, 0.0), ("max_backoff", max_backoff, 0.0)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low or \
-                    (name == "timeout" and value == 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        for name, value, low in (("retries", retries, 0), ("max_concurrency", max_concurrency, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-        self.base_url = api_base(base_url)
-        self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        self.timeout = float(timeout)
-        self.retries = retries
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
-        self.max_concurrency = max_concurrency
-        self._client = None
-        self._lock = threading.Lock()
-
-    # Picklable (verifiers travel to worker processes): the HTTP client is rebuilt on first use.
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_client"] = None
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def _http(self):
-        with self._lock:
-            if self._client is None:
-                import httpx
-
-                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                limits = httpx.Limits(max_connections=self.max_concurrency,
-                                      max_keepalive_connections=self.max_concurrency)
-                self._client = httpx.Client(base_url=self.base_url, headers=headers, limits=limits,
-                                            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
-    def chat(self, messages: Sequence[dict[str, Any]], **params: Any) -> str:
-        """The reply text for `messages`. `params` go into the request body (max_tokens, temperature, seed, ...)."""
-        body = {"model": self.model, "messages": [dict(m) for m in messages], **params}
-        last: EndpointError | None = None
-        for attempt in range(self.retries + 1):
-            if attempt:
-                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-                time.sleep(delay * (0.5 + random.random() / 2))
+    def reply_text(self, message: dict[str, Any], number: int) -> str:
+        """The reply as the env reads it: structured `tool_calls` written in the env's call format."""
+        if not message["tool_calls"]:
+            return message["content"]
+        self.structured[number] = message["content"]
+        write = getattr(self.parser, "format_call", HermesParser.format_call)
+        written = []
+        for call in message["tool_calls"]:
+            function = call.get("function") if isinstance(call, dict) else None
+            function = function if isinstance(function, dict) else {}
+            arguments = function.get("arguments", {})
             try:
-                return self._once(body)
-            except EndpointError as exc:
-                last = exc
-                if exc.kind == "http" and exc.status not in RETRY_STATUS:
-                    break
-        raise last  # type: ignore[misc]
-
-    def _once(self, body: dict[str, Any]) -> str:
-        import httpx
-
-        try:
-            response = self._http().post("/chat/completions", json=body)
-        except httpx.TimeoutException as exc:
-            raise EndpointError("timeout", f"no reply from {self.base_url} within {self.timeout:g}s "
-                                           f"({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise EndpointError("unreachable", f"{self.base_url}: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
-                                response.status_code)
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise EndpointError("malformed", f"not a chat completion: {response.text[:200]!r}") from None
-        if not isinstance(content, str):
-            content = "" if content is None else str(content)
-        return content
-
-    def chat_many(self, conversations: Sequence[Sequence[dict[str, Any]]], **params: Any) -> list[str | EndpointError]:
-        """Replies (or the `EndpointError` of each failed one) in input order; `max_concurrency` in flight."""
-        def one(messages):
+                arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+            except ValueError:
+                pass  # kept as text: the env tells the model its arguments are not a JSON object
             try:
-                return self.chat(messages, **params)
-            except EndpointError as exc:
-                return exc
+                written.append(write(str(function.get("name", "")), arguments))
+            except (KeyError, TypeError):  # a call this format cannot write
+                written.append(HermesParser.format_call(str(function.get("name", "")), arguments))
+        return "\n".join(filter(None, [message["content"], *written]))
 
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            return list(pool.map(one, conversations))
 
-    def check(self) -> None:
-        """Raise `EndpointError` unless the server answers a one-token chat request (used before long runs)."""
-        self.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0.0)
-
-    def __repr__(self) -> str:
-        return f"ChatEndpoint({self.base_url!r}, model={self.model!r})"
+def _openai_call(call_id: str, call: Any) -> dict[str, Any]:
+    if isinstance(call, ToolCall):
+        function = {"name": call.name, "arguments": json.dumps(call.arguments)}
+    else:  # a call the env could not read: its tool message says why
+        function = {"name": "unreadable_call", "arguments": "{}"}
+    return {"id": call_id, "type": "function", "function": function}
 
 
 # --- evaluation of a served model ------------------------------------------------------
 
 
-def run_episode(env, endpoint: ChatEndpoint, index: int, params: dict[str, Any]) -> dict[str, Any]:
+def run_episode(env, endpoint: ChatEndpoint, index: int, params: dict[str, Any],
+                tool_prompt: bool = True) -> dict[str, Any]:
     """One episode of task `index` through the Gymnasium API; the served model answers every turn."""
     observation, _ = env.reset(options={"index": index})
+    wire = ToolWire(env, observation, tool_prompt) if getattr(env.unwrapped, "tool_schemas", None) else None
     replies: list[str] = []
     info: dict[str, Any] = {}
     reward = 0.0
     for _ in range(MAX_EPISODE_TURNS):
+        messages, extra = wire.request(observation) if wire else (observation, {})
         try:
-            reply = endpoint.chat(observation, **params)
+            message = endpoint.message(messages, **params, **extra)
         except EndpointError as exc:
             return {"correct": False, "reward": 0.0, "reason": "error", "error": str(exc), "replies": replies,
                     "task_id": env.unwrapped.task.task_id, "turns": len(replies)}
+        reply = wire.reply_text(message, len(replies)) if wire else message["content"]
         replies.append(reply)
         observation, reward, terminated, truncated, info = env.step(reply)
         if terminated or truncated:
             break
-    return {"correct": bool(info.get("correct")), "reward": float(info.get("final_reward", reward)),
-            "reason": info.get("score", {}).get("reason"), "replies": replies, "task_id": info.get("task_id"),
-            "turns": len(replies)}
+    outcome = {"correct": bool(info.get("correct")), "reward": float(info.get("final_reward", reward)),
+               "reason": info.get("score", {}).get("reason"), "replies": replies, "task_id": info.get("task_id"),
+               "turns": len(replies)}
+    if wire:
+        outcome.update(tool_calls=info.get("tool_calls", 0), ended_by=info.get("ended_by"))
+    return outcome
 
 
 def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, n: int = 1, ks: Sequence[int] = (1,),
                       limit: int | None = None, env_kwargs: dict[str, Any] | None = None, max_tokens: int = 256,
                       temperature: float | None = None, top_p: float = 1.0, seed: int = 0,
-                      keep_samples: bool = False, progress: bool = True):
+                      keep_samples: bool = False, progress: bool = True, tool_prompt: bool = True):
     """pass@k of the served model on `env_id`: n episodes per task, `endpoint.max_concurrency` at a time.
+
+    `tool_prompt=False` describes a tool env's tools only in `tools=`, for servers whose chat template
+    renders them (otherwise they are in the system message too).
 
     An episode the server failed (outage, timeout after retries) counts as not correct and
     is reported under the reason `error` (`result.reasons["error"]`).
@@ -228,7 +175,7 @@ def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, n: int = 1, ks: Se
             envs.append(local.env)
         params = {"max_tokens": max_tokens, "temperature": 0.0 if greedy else (1.0 if temperature is None else temperature),
                   "top_p": top_p, "seed": seed * 1_000_003 + index * n + sample}
-        return index, run_episode(local.env, endpoint, index, params)
+        return index, run_episode(local.env, endpoint, index, params, tool_prompt)
 
     units = [(i, j) for i in range(total) for j in range(n)]
     outcomes: dict[int, list[dict[str, Any]]] = {i: [] for i in range(total)}
@@ -254,7 +201,8 @@ def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, n: int = 1, ks: Se
             if keep_samples:
                 samples.append({"task_id": o["task_id"], "completion": o["replies"][-1] if o["replies"] else "",
                                 "turns": o["turns"], "replies": o["replies"], "reward": o["reward"],
-                                "correct": o["correct"], "reason": o["reason"], **({"error": o["error"]} if "error" in o else {})})
+                                "correct": o["correct"], "reason": o["reason"],
+                                **{k: o[k] for k in ("error", "tool_calls", "ended_by") if k in o}})
     return EvalResult(env=env_id, items=total, n=n, pass_at={k: sums[k] / total for k in ks},
                       mean_reward=reward_sum / (total * n), reasons=dict(reasons.most_common()), samples=samples)
 
@@ -281,3 +229,7 @@ def run_eval(args: Any, env_kwargs: dict[str, Any], ks: Sequence[int]):
                                  seed=args.seed, keep_samples=bool(args.output), progress=not args.no_progress)
     finally:
         endpoint.close()
+
+
+__all__ = ["API_KEY_ENV", "MAX_EPISODE_TURNS", "RETRY_STATUS", "ChatEndpoint", "EndpointError", "ToolWire", "api_base",
+           "evaluate_endpoint", "run_episode", "run_eval"]

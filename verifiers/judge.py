@@ -3,21 +3,27 @@
 The judge model grades a completion against a rubric (a built-in one by name, or your own
 text) on an integer scale; the reward is score / scale.
 
-**The completion cannot set its own score.** Every request draws a fresh random nonce.
-The completion (and the question and reference) are quoted between lines that carry the
-nonce, so a completion cannot close the quote early, and the judge must answer with the
-field `SCORE_<nonce>`. Only that field is read: a completion that writes "SCORE: 10",
-imitates the judge's reply format or asks the judge to ignore the rubric does not know
-the nonce, so none of its text can be taken for the verdict. A reply without exactly one
-well-formed verdict in range is malformed and is retried with a new nonce.
+**What the nonce guarantees, and what it does not.** Every request draws a fresh random
+nonce (32 bits). The question, reference and completion are quoted between lines that carry
+it, so a completion cannot close its quote early: everything it writes reaches the judge as
+quoted data. The verdict is read only from the judge's reply, and only from the field
+`SCORE_<nonce>`; a reply without exactly one well-formed verdict in range is malformed and
+is retried with a new nonce. So no text of the completion is ever read as the verdict: a
+"SCORE: 10", a forged `{"SCORE_<guess>": 10}` or an imitation of the reply format counts
+only if the judge model itself writes that number under the right field (a judge that
+merely echoes a forged field gives no verdict, unless the guess hits one chance in 2**32).
+The nonce does not stop a completion from persuading the judge model: the score is the
+number the model chooses, and a weak judge can be talked into the maximum (SmolLM2-135M
+gave 10 when the completion asked for it). That risk is the judge model's; use one strong
+enough for its rubric.
 
 **Infrastructure failures are `error`, never a wrong answer.** An outage, a timeout after
 the retries or a judge that keeps answering malformed text gives value 0 with reason
 `error` (and `info["error"]` says which), so a run can drop those samples instead of
-punishing the policy. Requests use bounded concurrency (`max_concurrency`), retries with
-exponential backoff, a per-request timeout, and an on-disk cache (SQLite under
-`cache_dir`) of verdicts, so a repeated (rubric, question, reference, completion) is not
-judged twice.
+punishing the policy. At most `max_concurrency` requests are in flight, however many
+threads score; requests are retried with exponential backoff, have a per-request timeout,
+and verdicts go to an on-disk cache (SQLite under `cache_dir`), so a repeated (rubric,
+question, reference, completion) is not judged twice.
 
 `math=True` scores with the rule-based math verifier first and asks the judge only when
 the rules cannot parse the answer (`no_answer`, `parse_error`); `info["decided_by"]` says
@@ -37,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rlvr.endpoint import ChatEndpoint, EndpointError
+from rlvr.openai_client import ChatEndpoint, EndpointError
 from rlvr.verifiers.core import (
     ERROR,
     NO_ANSWER,

@@ -1,0 +1,176 @@
+"""A client for any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, OpenAI).
+
+It lives apart from endpoint evaluation (`rlvr.endpoint`) because the LLM judge, a verifier,
+needs it too, and verifiers import neither envs nor the trainer: this module imports only
+the standard library and httpx.
+
+`ChatEndpoint.chat(messages)` returns the reply text; `message(messages)` the whole assistant
+message, with any structured `tool_calls`. A request that times out, cannot connect or gets
+a 429/5xx is retried with exponential backoff (and jitter); when the retries run out it
+raises `EndpointError`, whose `kind` says what happened ("timeout", "unreachable", "http",
+"malformed"), so callers can score an outage as `error` instead of as a wrong answer.
+
+At most `max_concurrency` requests are in flight per endpoint, however many threads send
+them: a request waits for a free slot before it starts, so the wait does not count against
+its timeout, and backoff sleeps hold no slot.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+API_KEY_ENV = "RLVR_ENDPOINT_API_KEY"
+
+
+class EndpointError(RuntimeError):
+    """A chat request that failed for good (after retries). `kind`: timeout, unreachable, http, malformed."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.status = status  # the HTTP status, for kind "http"
+
+
+def api_base(url: str) -> str:
+    """The API root: a bare `http://host:port` gets `/v1`; a URL with a path is kept as given."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"endpoint URL must be a non-empty string, got {url!r}")
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"endpoint URL must look like http://host:port[/v1], got {url!r}")
+    path = parts.path.rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path or '/v1'}"
+
+
+class ChatEndpoint:
+    """One model behind an OpenAI-compatible `/chat/completions` route.
+
+    `timeout` is per request (seconds); `retries` extra attempts follow a failed one,
+    after `backoff * 2**attempt` seconds (capped at `max_backoff`, with jitter).
+    `max_concurrency` bounds the requests in flight. The API key comes from `api_key` or
+    the `RLVR_ENDPOINT_API_KEY` environment variable.
+    """
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 retries: int = 2, backoff: float = 0.5, max_backoff: float = 8.0, max_concurrency: int = 8):
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string, got {model!r}")
+        for name, value, low in (("timeout", timeout, 0.0), ("backoff", backoff, 0.0), ("max_backoff", max_backoff, 0.0)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < low or \
+                    (name == "timeout" and value == 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name, value, low in (("retries", retries, 0), ("max_concurrency", max_concurrency, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        self.base_url = api_base(base_url)
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        self.timeout = float(timeout)
+        self.retries = retries
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.max_concurrency = max_concurrency
+        self._setup()
+
+    def _setup(self) -> None:
+        self._client = None
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+
+    # Picklable (verifiers travel to worker processes): the HTTP client and the locks are rebuilt.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_lock", "_slots")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._setup()
+
+    def _http(self):
+        with self._lock:
+            if self._client is None:
+                import httpx
+
+                headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+                # The slots bound the requests; the pool only keeps their connections alive for reuse.
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=self.max_concurrency)
+                self._client = httpx.Client(base_url=self.base_url, headers=headers, limits=limits,
+                                            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def chat(self, messages: Sequence[dict[str, Any]], **params: Any) -> str:
+        """The reply text for `messages`. `params` go into the request body (max_tokens, temperature, seed, ...)."""
+        return self.message(messages, **params)["content"]
+
+    def message(self, messages: Sequence[dict[str, Any]], **params: Any) -> dict[str, Any]:
+        """The assistant message for `messages`: `content` (a string, "" when none) and `tool_calls` (a list)."""
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **params}
+        last: EndpointError | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+                time.sleep(delay * (0.5 + random.random() / 2))
+            try:
+                with self._slots:
+                    return self._once(body)
+            except EndpointError as exc:
+                last = exc
+                if exc.kind == "http" and exc.status not in RETRY_STATUS:
+                    break
+        raise last  # type: ignore[misc]
+
+    def _once(self, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        try:
+            response = self._http().post("/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise EndpointError("timeout", f"no reply from {self.base_url} within {self.timeout:g}s "
+                                           f"({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise EndpointError("unreachable", f"{self.base_url}: {type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
+                                response.status_code)
+        try:
+            message = response.json()["choices"][0]["message"]
+            content, calls = message.get("content"), message.get("tool_calls") or []
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise EndpointError("malformed", f"not a chat completion: {response.text[:200]!r}") from None
+        if not isinstance(content, str):
+            content = "" if content is None else str(content)
+        return {"content": content, "tool_calls": calls if isinstance(calls, list) else []}
+
+    def chat_many(self, conversations: Sequence[Sequence[dict[str, Any]]], **params: Any) -> list[str | EndpointError]:
+        """Replies (or the `EndpointError` of each failed one) in input order; `max_concurrency` in flight."""
+        def one(messages):
+            try:
+                return self.chat(messages, **params)
+            except EndpointError as exc:
+                return exc
+
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            return list(pool.map(one, conversations))
+
+    def check(self) -> None:
+        """Raise `EndpointError` unless the server answers a one-token chat request (used before long runs)."""
+        self.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0.0)
+
+    def __repr__(self) -> str:
+        return f"ChatEndpoint({self.base_url!r}, model={self.model!r})"
+
+
+__all__ = ["API_KEY_ENV", "RETRY_STATUS", "ChatEndpoint", "EndpointError", "api_base"]
