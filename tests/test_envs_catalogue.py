@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import deque
 from importlib.metadata import version
 
 import gymnasium as gym
@@ -69,6 +70,81 @@ def test_importing_the_catalogue_imports_nothing_heavy():
     assert int(count) >= 100 and heavy.strip() == "[]", out.stdout + out.stderr
 
 
+BOARD = 6  # rush hour's board is 6 x 6
+
+
+def solve_rush_hour(board: str) -> str:
+    """A shortest move list for a reasoning-gym rush hour board (breadth-first search).
+
+    reasoning-gym letters the pieces A, B, ... in the order of their labels (the board may skip
+    a letter), the red car first; its exit is the right end of the third row."""
+    cells: dict[str, list[int]] = {}
+    for i, label in enumerate(board):
+        if label not in "ox":
+            cells.setdefault(label, []).append(i)
+    labels = sorted(cells)
+    strides = [cells[label][1] - cells[label][0] for label in labels]
+    sizes = [len(cells[label]) for label in labels]
+    walls = {i for i, label in enumerate(board) if label == "x"}
+    start = tuple(cells[label][0] for label in labels)
+    came: dict[tuple, tuple | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        if state[0] == 2 * BOARD + BOARD - 2:
+            moves = []
+            while came[state] is not None:
+                state, move = came[state]
+                moves.append(move)
+            return " ".join(reversed(moves))
+        taken = set(walls)
+        for head, stride, size in zip(state, strides, sizes):
+            taken.update(head + k * stride for k in range(size))
+        for piece, (head, stride, size) in enumerate(zip(state, strides, sizes)):
+            for sign in (-1, 1):
+                for steps in range(1, BOARD):
+                    new = head + sign * steps * stride
+                    lead = new if sign < 0 else new + (size - 1) * stride
+                    if stride == 1 and not new // BOARD == lead // BOARD == head // BOARD:
+                        break
+                    if not 0 <= lead < BOARD * BOARD or lead in taken:
+                        break
+                    nxt = state[:piece] + (new,) + state[piece + 1:]
+                    if nxt not in came:
+                        came[nxt] = (state, f"{chr(ord('A') + piece)}{'+' if sign > 0 else '-'}{steps}")
+                        queue.append(nxt)
+    raise ValueError(f"no solution for {board}")
+
+
+def solve_boxnet(state: dict[str, list[str]]) -> str:
+    """A plan for a reasoning-gym boxnet field: each box walked to its colour's target, one move a step."""
+    targets = {key: list(items) for key, items in state.items()}
+    plan = []
+    for key, items in state.items():
+        for box in (item for item in items if item.startswith("box_")):
+            target = "target_" + box[4:]
+            goal = next(k for k, v in targets.items() if target in v)
+            targets[goal].remove(target)
+            (row, col), (to_row, to_col) = (map(float, k.split("_")) for k in (key, goal))
+            while (row, col) != (to_row, to_col):
+                step = ((row + (to_row > row) - (to_row < row), col) if row != to_row
+                        else (row, col + (to_col > col) - (to_col < col)))
+                plan.append({f"Agent[{row}, {col}]": f"move({box}, square[{step[0]}, {step[1]}])"})
+                row, col = step
+            plan.append({f"Agent[{row}, {col}]": f"move({box}, {target})"})
+    return json.dumps(plan)
+
+
+def solution(name: str, task) -> str | None:
+    """The task's gold answer; for the two puzzles that carry none, a solution worked out here."""
+    meta = task.fields["entry"]["metadata"]
+    if name == "rush_hour":
+        return solve_rush_hour(meta["board_config"])
+    if name == "boxnet":
+        return solve_boxnet(meta["initial_state"])
+    return task.reference
+
+
 def changed_answer(name: str, gold: str, others: list[str | None], entry: dict) -> str:
     """An answer that must be wrong, whatever else the puzzle accepts.
 
@@ -76,7 +152,8 @@ def changed_answer(name: str, gold: str, others: list[str | None], entry: dict) 
     tolerance); for puzzles that accept any valid solution, a broken one: a colouring with a
     colour not offered, a queen moved into an occupied column, a conclusion about a variable
     the premises never mention, an expression one more than the target, a push plan one move short of the
-    solver's; else another item's different gold
+    solver's, a shortest rush hour plan without its last move, a boxnet plan without its last match;
+    else another item's different gold
     answer (another puzzle's solution, the other truth value); else the gold with a word added.
     """
     if NUMBER.fullmatch(gold.strip()):
@@ -95,6 +172,10 @@ def changed_answer(name: str, gold: str, others: list[str | None], entry: dict) 
         return f"({gold}) + 1"
     if name == "sokoban":  # longer move strings may solve it too; one move short of the solver's does not
         return gold[:-1]
+    if name == "rush_hour":
+        return gold.rsplit(" ", 1)[0]
+    if name == "boxnet":
+        return json.dumps(json.loads(gold)[:-1])
     for other in others:
         if other is not None and other.strip() != gold.strip():
             return other
@@ -109,20 +190,15 @@ def test_gold_scores_one_and_a_changed_answer_zero(name):
         env.reset(options={"index": index})
         items.append(env.unwrapped.task)
     assert items[0].task_id == f"{name}/11/None/0" and items[0].family == name
-    golds = [t.reference for t in items]
-    for k, task in enumerate(items[:3]):
+    assert (items[0].reference is None) == (name in ("boxnet", "rush_hour"))  # these two carry no answer
+    golds = [solution(name, t) for t in items]
+    for k, (task, gold) in enumerate(zip(items[:3], golds)):
         env.reset(options={"index": k})
-        if task.reference is None:  # boxnet, rush hour: only reasoning-gym's checker knows a solution
-            assert name in ("boxnet", "rush_hour")
-            _, reward, _, _, info = env.step("\\boxed{no plan}")
-            assert reward == 0.0 and info["score"]["reason"] in ("wrong", "parse_error")
-            continue
-        _, reward, _, _, info = env.step(f"Working it out.\n\n{box_answer(task.reference)}")
-        assert reward == 1.0 and info["correct"], (task.reference, info["score"])
-        wrong = changed_answer(name, task.reference, golds[k + 1:] + golds[:k], task.fields["entry"])
-        rows = env.unwrapped.score_group([box_answer(wrong), f"{box_answer(task.reference)} or {box_answer(wrong)}",
-                                          task.reference])
-        assert [r for r, _ in rows] == [0.0, 0.0, 0.0], (task.reference, wrong)
+        _, reward, _, _, info = env.step(f"Working it out.\n\n{box_answer(gold)}")
+        assert reward == 1.0 and info["correct"], (gold, info["score"])
+        wrong = changed_answer(name, gold, golds[k + 1:] + golds[:k], task.fields["entry"])
+        rows = env.unwrapped.score_group([box_answer(wrong), f"{box_answer(gold)} or {box_answer(wrong)}", gold])
+        assert [r for r, _ in rows] == [0.0, 0.0, 0.0], (gold, wrong)
         assert rows[0][1]["score"]["reason"] in ("wrong", "parse_error")
         assert [i["score"]["reason"] for _, i in rows[1:]] == ["hedge", "no_answer"]
     if rg.DATASETS[name][1] and name != "sokoban":  # the first curriculum level too (sokoban's takes ~10 s an item)
@@ -130,8 +206,7 @@ def test_gold_scores_one_and_a_changed_answer_zero(name):
         easy.reset(options={"index": 0})
         task = easy.unwrapped.task
         assert task.difficulty == 1 and task.task_id == f"{name}/11/1/0"
-        if task.reference is not None:
-            assert easy.step(box_answer(task.reference))[1] == 1.0
+        assert easy.step(box_answer(solution(name, task)))[1] == 1.0
 
 
 def test_items_are_seeded_and_deterministic():
@@ -200,13 +275,16 @@ def test_partial_credit_is_opt_in():
 
 
 def test_puzzle24_answers_must_use_the_puzzles_numbers():
-    task = ReasoningGymTasks("puzzle24", seed=0).get(0)
     from rlvr.envs.tasks_reasoning_gym import ReasoningGymVerifier
 
-    score = ReasoningGymVerifier().score("\\boxed{4*6*1*1}", task.reference, **task.fields)
-    if sorted(task.fields["entry"]["metadata"]["numbers"]) != [1, 1, 4, 6]:
-        assert score.value == 0.0 and score.info["rg_score"] == 1.0  # reasoning-gym alone would accept it
-    assert ReasoningGymVerifier().score(box_answer(task.reference), task.reference, **task.fields).value == 1.0
+    source = ReasoningGymTasks("puzzle24", seed=0)
+    for index in range(3):
+        task = source.get(index)
+        numbers = sorted(task.fields["entry"]["metadata"]["numbers"])
+        foreign = next(e for e in ("4*6*1*1", "3*8*1*1") if sorted(map(int, re.findall(r"\d+", e))) != numbers)
+        score = ReasoningGymVerifier().score(box_answer(foreign), task.reference, **task.fields)
+        assert (score.value, score.reason, score.info["rg_score"]) == (0.0, "wrong", 1.0)  # reasoning-gym: 1
+        assert ReasoningGymVerifier().score(box_answer(task.reference), task.reference, **task.fields).value == 1.0
 
 
 def test_a_scorer_that_hangs_is_killed_with_reason_timeout():
