@@ -8,34 +8,33 @@ import shutil
 import signal
 import stat
 import subprocess
+import time
 
 SCRATCH_DIRS = ("/tmp", "/dev/shm", "/dev/mqueue")
+KILL_SECONDS = 5.0  # a SIGKILLed process may take a while to die on a loaded machine
 
 
 def kill_job_processes(cfg, pid):
-    """SIGKILL everything the job started.
+    """SIGKILL everything the job started; returns how many live processes were killed.
 
     Isolated, this needs no fork (a fork bomb may have used up the pids limit): with
     CAP_KILL we kill every process of the job user, again and again until none is left,
-    so children forked during a sweep die in the next one.
+    so children forked during a sweep die in the next one. Either way it returns only once
+    the victims are dead (or after `KILL_SECONDS`), so none is counted again by a later sweep.
     """
     if cfg.uid is None:
-        kill_local_tree(pid, cfg.server_pid, {cfg.zygote.pid})
-        return
-    for _ in range(500):
+        return kill_local_tree(pid, cfg.server_pid, {cfg.zygote.pid})
+    killed = set()
+    deadline = time.monotonic() + KILL_SECONDS
+    while time.monotonic() < deadline:
         victims = user_processes(cfg.uid)
         if not victims:
-            return
+            break
         for victim in victims:
             with contextlib.suppress(OSError):
                 os.kill(victim, signal.SIGKILL)
-
-
-def stray_processes(cfg, runner):
-    """Processes the job left running besides the runner itself (daemons, orphans)."""
-    if cfg.uid is None:
-        return 0
-    return len([p for p in user_processes(cfg.uid) if p != runner.proc.pid])
+                killed.add(victim)
+    return len(killed)
 
 
 def as_job_user(uid, wipe):
@@ -143,33 +142,48 @@ def user_processes(uid):
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                status = f.read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("State", "").strip().startswith("Z"):
+        fields = _status(entry)
+        if fields is None or fields.get("State", "").strip().startswith("Z"):
             continue
         if int(fields.get("Uid", "-1").split()[0]) == uid:
             found.append(int(entry))
     return found
 
 
+def _status(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
+    except OSError:
+        return None
+    return dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+
+
+def _alive(pid):
+    fields = _status(pid)
+    return fields is not None and not fields.get("State", "").strip().startswith("Z")
+
+
 def kill_local_tree(pid, server_pid, spare):
     """Local mode: the runner's process group and every descendant of the server (a subreaper)
-    except the judge and the zygote."""
-    if pid is not None:
+    except the caller and the zygote; returns how many live processes were killed."""
+    killed = set()
+    if pid is not None and _alive(pid):
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
-    for _ in range(20):
-        victims = [v for v in _descendants(server_pid) if v not in spare]
+            killed.add(pid)
+    deadline = time.monotonic() + KILL_SECONDS
+    while time.monotonic() < deadline:
+        victims = [v for v in _descendants(server_pid) if v not in spare and _alive(v)]
         if not victims:
-            return
+            break
         for victim in victims:
             with contextlib.suppress(OSError):
                 os.kill(victim, signal.SIGKILL)
+                killed.add(victim)
         _reap()
+    _reap()  # orphans that ended on their own are the server's (a subreaper) to reap
+    return len(killed)
 
 
 def _descendants(root):

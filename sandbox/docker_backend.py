@@ -21,7 +21,7 @@ LABEL = "rlvr.sandbox"
 # Job processes need no capability; the server needs these three to switch to the job user
 # and to kill what that user left behind. Everything else is dropped.
 SERVER_CAPS = ["SETUID", "SETGID", "KILL"]
-HEADROOM_MB = 192  # server, judge and scratch tmpfs on top of the job's own memory
+HEADROOM_MB = 192  # server, tester and scratch tmpfs on top of the job's own memory
 LANGUAGE_REPOSITORY = "rlvr-sandbox-langs"  # images whose jobs run compiled binaries (image.py)
 
 

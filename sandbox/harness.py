@@ -1,9 +1,9 @@
-"""The trusted job server and judge: the only code whose word decides a verdict.
+"""The trusted job server and tester: the only code whose word decides a verdict.
 
 Runs inside every sandbox container as root with just CAP_SETUID, CAP_SETGID and CAP_KILL
 (`python3 -I -B harness.py serve`), or as a plain local subprocess (`serve --local`, weaker
 isolation). It reads one JSON job per line on stdin and writes one JSON result per line on
-stdout. Standard library only, like its siblings `judge.py` (running the tests), `values.py`
+stdout. Standard library only, like its siblings `tester.py` (running the tests), `values.py`
 (the wire format), `zygote.py` (spawning runners), `cleanup.py` and `runner.py` (the
 untrusted side); all are copied into the image.
 
@@ -15,18 +15,18 @@ the server forks at start-up, before it reads any job, and which never receives 
 Everything that decides the verdict stays on this side:
 
 * **Tests never cross over.** The test code (HumanEval's `check`, MBPP's asserts) runs
-  here, in a judge process forked per job. The solution's functions appear in it as
+  here, in a tester process forked per job. The solution's functions appear in it as
   proxies: a call sends the *arguments* to the runner and gets back the *return value*.
   Expected values, test sources and comparisons never reach the untrusted process: not in
   argv (`/proc/<pid>/cmdline` is the server's fixed command line), not in its environment
   (a fixed clean one), not in a file (the job arrives on the server's stdin, whose
   `/proc/<pid>/fd` is root's), not in its memory or stack (the zygote it is forked from
-  never held a job; the judge, which does, is another process). Stdin/stdout tests send
+  never held a job; the tester, which does, is another process). Stdin/stdout tests send
   the input only; the output is compared here.
 * **Only plain data comes back.** A return value is decoded here from a tagged JSON form
   into values of exact builtin types (int, float, str, bool, None, list, tuple, dict, set,
   frozenset, bytes, complex). Any other object (one with an always-true `__eq__`, an
-  `int`/`str` subclass) stays in the runner; the judge gets an `Opaque` handle that equals
+  `int`/`str` subclass) stays in the runner; the tester gets an `Opaque` handle that equals
   nothing but itself and refuses `bool()`, usable only as an argument to the solution.
   Whatever bytes a patched encoder sends are still just a value that the trusted
   comparison must accept. Each assert runs here, so patched builtins, `assert` rewriting,
@@ -34,24 +34,28 @@ Everything that decides the verdict stays on this side:
 * **Exit status and printed text are ignored by function-call tests.** `sys.exit(0)`, `os._exit(0)` or
   `SystemExit` in a test only end the runner early: every test it did not answer fails.
   "PASSED" lines on stdout or fd 1 are just captured output.
-* **The judge cannot be touched.** The job user holds no capabilities, so it can neither
-  signal nor ptrace the judge or the server (other uid), and `no-new-privileges` plus a
+* **The tester cannot be touched.** The job user holds no capabilities, so it can neither
+  signal nor ptrace the tester or the server (other uid), and `no-new-privileges` plus a
   read-only root leave no way up. Killing its own parent fails with EPERM.
-* **Nothing outlives a job.** After each job the server SIGKILLs every process of the job
-  user (sweeping /proc with CAP_KILL until none is left, so threads, daemons, stopped
+* **Nothing outlives a job.** The program has ended when its main process exits (after its
+  non-daemon threads and `atexit` handlers, as `python prog.py` does); whatever it left
+  running (a detached child, a double-forked daemon, a grandchild holding stdout) is
+  SIGKILLed at that moment, counted in the result as `leftover_processes`, and changes
+  nothing else in the verdict. After each job the server SIGKILLs every process of the job
+  user again (sweeping /proc with CAP_KILL until none is left, so threads, daemons, stopped
   processes and fork bombs all go, without needing a fork itself); if the job left anything
   in `/tmp`, `/dev/shm`, `/dev/mqueue` or SysV IPC, a cleaner that becomes the job user
   wipes it. If a process survives, scratch stays dirty, or the job timed out, ran out of
-  memory, flooded its output, died by a signal or left a daemon behind, the result says
+  memory, flooded its output, died by a signal or left a process behind, the result says
   `tainted` and the host replaces the container. Runners never import from scratch: the
   server runs with `-I` (no user site, no `PYTHON*` variables, no script directory on the
   path) and the zygote has loaded everything a runner needs, so a planted `sitecustomize`
   or `.pth` file has nothing to hook into.
 
 Statuses: `passed` (every test passed), `failed`, `timeout` (wall clock, enforced here with
-SIGKILL, or a program that does not end when a real run would), `memory` (the container's
-OOM counter rose, or the runtime reported a failed allocation), `crash` (the program died
-by a signal the judge did not send, or broke the protocol), `compile_error` (another
+SIGKILL, including a main process kept alive by a thread or an `atexit` handler), `memory`
+(the container's OOM counter rose, or the runtime reported a failed allocation), `crash`
+(the program died by a signal the tester did not send, or broke the protocol), `compile_error` (another
 language's compiler refused it), `error` (this side failed: an infrastructure error, never
 the model's fault).
 
@@ -75,33 +79,33 @@ import time
 import traceback
 
 if __package__:  # imported as part of rlvr.sandbox
-    from . import cleanup, judge, values, zygote
+    from . import cleanup, tester, values, zygote
 else:  # run as a script: in the image, or by the local backend
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import cleanup
-    import judge
+    import tester
     import values
     import zygote
 
 
 def run_job(job, isolated):
-    """Judge one job in a forked judge process, then clean up and say whether we are tainted."""
+    """Run one job in a forked tester process, then clean up and say whether we are tainted."""
     started = time.monotonic()
-    cfg = judge.Config(job, isolated)
+    cfg = tester.Config(job, isolated)
     local_scratch = None
     if not isolated:
         local_scratch = tempfile.mkdtemp(prefix="rlvr-job-")
         job = dict(job, _scratch=local_scratch)
         cfg.scratch = local_scratch
     read_fd, write_fd = os.pipe()
-    judge_pid = os.fork()
-    if judge_pid == 0:
+    tester_pid = os.fork()
+    if tester_pid == 0:
         os.close(read_fd)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):  # the server's stdin/stdout carry the protocol: test code must not touch them
             os.dup2(null, fd)
         try:
-            result = judge.judge(job, cfg)
+            result = tester.run(job, cfg)
         except BaseException as exc:
             result = {"status": "error", "error": values.describe(exc), "detail": traceback.format_exc()[-2000:]}
         try:
@@ -114,18 +118,15 @@ def run_job(job, isolated):
     budget = cfg.timeout * max(1, len(job.get("io_tests") or [])) + 5.0
     if cfg.language != "python":
         budget += cfg.compile_timeout
-    result = _collect(read_fd, judge_pid, cfg, started + budget)
+    result = _collect(read_fd, tester_pid, cfg, started + budget)
     tainted = (result.get("status") in ("timeout", "memory", "crash", "error")
                or result.get("output_exceeded") or result.get("leftover_processes"))
     if isolated:
         cleanup.kill_job_processes(cfg, None)
-        leftovers = []
         if cleanup.scratch_dirty(cfg.uid) or cleanup.sysv_ipc_objects():  # most jobs write nothing: no fork then
             cleanup.as_job_user(cfg.uid, wipe=True)
-            leftovers = cleanup.user_processes(cfg.uid)
-        if leftovers:
-            result["leftover_processes"] = len(leftovers)
-        tainted = tainted or bool(leftovers) or cleanup.sysv_ipc_objects() > 0 or cleanup.scratch_dirty(cfg.uid)
+        tainted = (tainted or bool(cleanup.user_processes(cfg.uid)) or cleanup.sysv_ipc_objects() > 0
+                   or cleanup.scratch_dirty(cfg.uid))
     else:
         cleanup.kill_local_tree(None, os.getpid(), {cfg.zygote.pid})
         shutil.rmtree(local_scratch, ignore_errors=True)
@@ -134,8 +135,8 @@ def run_job(job, isolated):
     return result
 
 
-def _collect(read_fd, judge_pid, cfg, limit):
-    """The judge's result, or a timeout if even the judge overran (backstop: SIGKILL)."""
+def _collect(read_fd, tester_pid, cfg, limit):
+    """The tester's result, or a timeout if even the tester overran (backstop: SIGKILL)."""
     chunks = []
     with os.fdopen(read_fd, "rb") as pipe:
         while True:
@@ -143,19 +144,19 @@ def _collect(read_fd, judge_pid, cfg, limit):
             if remaining <= 0 or not select.select([pipe], [], [], remaining)[0]:
                 cleanup.kill_job_processes(cfg, None)
                 with contextlib.suppress(OSError):
-                    os.kill(judge_pid, signal.SIGKILL)
-                os.waitpid(judge_pid, 0)
-                return {"status": "timeout", "passed": 0, "total": 0, "tests": [], "error": "judge overran"}
+                    os.kill(tester_pid, signal.SIGKILL)
+                os.waitpid(tester_pid, 0)
+                return {"status": "timeout", "passed": 0, "total": 0, "tests": [], "error": "the tester overran"}
             chunk = pipe.read1(1 << 20)
             if not chunk:
                 break
             chunks.append(chunk)
-    _, wait_status = os.waitpid(judge_pid, 0)
+    _, wait_status = os.waitpid(tester_pid, 0)
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
         return {"status": "error", "passed": 0, "total": 0, "tests": [],
-                "error": f"the judge died (wait status {wait_status})"}
+                "error": f"the tester died (wait status {wait_status})"}
 
 
 def serve(isolated):
@@ -166,7 +167,7 @@ def serve(isolated):
     gc.freeze()
     spawner = zygote.Zygote()  # before the first job is read: its memory must never hold one
     if isolated:
-        cleanup.as_job_user(judge.job_uid(), wipe=True)
+        cleanup.as_job_user(tester.job_uid(), wipe=True)
     else:
         _become_subreaper()
     stdout.write(json.dumps({"ready": True, "pid": os.getpid(), "isolated": isolated}).encode() + b"\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 from rlvr.sandbox.docker_backend import LANGUAGE_REPOSITORY
 
 HERE = Path(__file__).resolve().parent
-CONTEXT_FILES = ("Dockerfile", "harness.py", "judge.py", "values.py", "cleanup.py", "zygote.py", "runner.py",
+CONTEXT_FILES = ("Dockerfile", "harness.py", "tester.py", "values.py", "cleanup.py", "zygote.py", "runner.py",
                  "languages.py")
 REPOSITORY = "rlvr-sandbox"
 ONLINE_BASE = ("python", "3.11-slim")

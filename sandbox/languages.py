@@ -1,6 +1,6 @@
 """The languages a stdin/stdout job may be written in: how to compile and run each one.
 
-Standard library only: the judge imports it inside the image. Every language but Python is
+Standard library only: the tester imports it inside the image. Every language but Python is
 compiled (or, for JavaScript, syntax-checked) once per job in the job's scratch directory,
 as the job user, under the compile limits; the program is then run once per test case
 without recompiling. Versions are those of Debian bookworm, the sandbox image's base
@@ -9,7 +9,7 @@ without recompiling. Versions are those of Debian bookworm, the sandbox image's 
 `address_limit`: whether the job's memory cap is enforced as an address-space rlimit. The
 JVM, V8 and the Go runtime reserve far more address space than they use, so for them (and
 for the compilers, which run under the container's memory limit) the cap is the container's
-memory cgroup; the judge reads the cgroup's OOM counter to tell a memory kill from others.
+memory cgroup; the tester reads the cgroup's OOM counter to tell a memory kill from others.
 `oom_markers`: what the runtime itself prints when an allocation fails, taken as a memory
 verdict just as Python's MemoryError is (a program that fakes it still fails its tests).
 """

@@ -138,7 +138,7 @@ class SandboxPool:
     # -- jobs --
 
     def run(self, job: Job) -> Result:
-        """Judge one job (blocking). Bad jobs raise ValueError/TypeError; infrastructure gives `error`."""
+        """The verdict on one job (blocking). Bad jobs raise ValueError/TypeError; infrastructure gives `error`."""
         wire = job.to_wire(self.limits)
         if wire["language"] != "python" and not self.serves_all_languages():
             pool = self.language_pool()
@@ -163,7 +163,7 @@ class SandboxPool:
             else:
                 self._idle.put(worker)
             if result.status == "error":
-                last_error = result.error or "the judge failed"
+                last_error = result.error or "the sandbox failed"
                 continue
             return result
         return Result.infrastructure_error(last_error, self.backend)
@@ -188,7 +188,7 @@ class SandboxPool:
             return self._language_pool
 
     def run_batch(self, jobs: Sequence[Job]) -> list[Result]:
-        """Judge many jobs in parallel over the pool; results in input order."""
+        """Verdicts on many jobs, run in parallel over the pool; results in input order."""
         for job in jobs:
             job.to_wire(self.limits)  # reject bad input before anything runs
         return list(self._executor.map(self.run, jobs))

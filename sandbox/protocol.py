@@ -21,7 +21,7 @@ STATUSES = ("passed", "failed", "timeout", "memory", "crash", "compile_error", "
 # recursion depth mismatch" (CPython gh-106905); CI hit it once when the pool's threads checked jobs.
 _PARSE_LOCK = threading.Lock()
 COMPARE_MODES = ("exact", "float")
-MAX_OUTPUT = 64 * 1024 * 1024  # a job may raise its output limit this far (the judge holds stdout)
+MAX_OUTPUT = 64 * 1024 * 1024  # a job may raise its output limit this far (the tester holds stdout)
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,7 @@ class Result:
     backend: str = ""
     errors: list[str] = field(default_factory=list)  # what the program raised, for humans
     worker: str = ""  # which worker ran it (a container id)
+    leftovers: int = 0  # processes still running when the program's main process ended, killed then
 
     @property
     def fraction(self) -> float:
@@ -174,6 +175,7 @@ class Result:
             truncated=bool(data.get("truncated")), duration=float(data.get("duration") or 0.0),
             error=None if error is None else str(error), tainted=bool(data.get("tainted")), backend=backend,
             errors=[str(e)[:500] for e in data.get("errors") or []][:5], worker=worker,
+            leftovers=_count(data.get("leftover_processes")),
         )
 
     @classmethod
@@ -182,3 +184,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0

@@ -2,9 +2,9 @@
 
 `run(mode)` is the body of a runner process: forked by the harness's zygote (a process that
 never saw a job), already the job user, with the program's stdin/stdout/stderr on fds 0-2,
-requests from the judge on fd 3 and replies on fd 4. Nothing in here is trusted: the
+requests from the tester on fd 3 and replies on fd 4. Nothing in here is trusted: the
 program it loads may rewrite any of it. That is fine, because the runner only ever hands back *data* (the values
-that functions returned, or bytes written to stdout), and the judge decides the verdict
+that functions returned, or bytes written to stdout), and the tester decides the verdict
 alone. It never sees a test, an expected value or a comparison.
 
 Modes:
@@ -14,8 +14,8 @@ Modes:
   exec    write the given files and exec the given argv: a compiler, or a compiled program
           (stdin/stdout tests in other languages; see `languages.py`).
 
-Wire: the judge sends length-prefixed `marshal` frames (trusted data); the runner answers
-with JSON lines written by the small encoder below, which the judge parses strictly.
+Wire: the tester sends length-prefixed `marshal` frames (trusted data); the runner answers
+with JSON lines written by the small encoder below, which the tester parses strictly.
 
 Value encoding: a value is a flat JSON list of tokens in prefix order, so that neither side
 recurses and a value nests as deep as the interpreter lets the program build it. JSON null,
@@ -26,7 +26,7 @@ bytes (hex), complex ([re, im]), type (a builtin type's name, arguments only), r
 name of a value that lives here, arguments only) or handle (the index of an object kept here). Only values of these exact
 builtin types travel as values (Counter, OrderedDict, defaultdict and namedtuples go as the
 dict or tuple they hold); anything else, an `int` subclass whose `__eq__` lies included,
-stays here and the judge sees an opaque handle that equals nothing and has no truth value.
+stays here and the tester sees an opaque handle that equals nothing and has no truth value.
 """
 
 import builtins
@@ -34,11 +34,11 @@ import marshal
 import os
 import sys
 
-_MAX_TOKENS = 2_000_000  # a cyclic value would otherwise never end (the judge takes 16 MB at most)
+_MAX_TOKENS = 2_000_000  # a cyclic value would otherwise never end (the tester takes 16 MB at most)
 _DICT_TYPES = ("Counter", "OrderedDict", "defaultdict")
 _ESCAPES = {i: f"\\u{i:04x}" for i in [*range(32), *range(0xD800, 0xE000)]}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
-_handles = []  # objects that are not plain data stay here; the judge gets an opaque handle
+_handles = []  # objects that are not plain data stay here; the tester gets an opaque handle
 
 
 def _plain_dict(value, kind):
@@ -109,7 +109,7 @@ def _leaf(tag, body):
 
 
 def decode(tokens, namespace):
-    """The judge's arguments from flat tokens (trusted data; no recursion)."""
+    """The tester's arguments from flat tokens (trusted data; no recursion)."""
     stack, result = [], None
     for token in tokens:
         if type(token) is dict:
@@ -160,7 +160,7 @@ def _describe(exc):
 
 
 def _read_frame(fd):
-    """One length-prefixed marshal frame from the judge, or None at EOF."""
+    """One length-prefixed marshal frame from the tester, or None at EOF."""
     head = _read_exact(fd, 4)
     if head is None:
         return None
@@ -244,7 +244,7 @@ def _exec(program, req_fd, resp_fd):
 
 
 def run(mode, req_fd=3, resp_fd=4):
-    """Load the program and serve the judge; returns when the judge hangs up (call mode) or
+    """Load the program and serve the tester; returns when the tester hangs up (call mode) or
     the program ends (script mode). Exceptions of a script propagate, as in `python prog.py`."""
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
@@ -259,7 +259,7 @@ def run(mode, req_fd=3, resp_fd=4):
             exec(compile(code, "<solution>", "exec"), namespace)
         except SystemExit:
             raise
-        except BaseException as exc:  # tells the judge about MemoryError; the verdict ignores it
+        except BaseException as exc:  # tells the tester about MemoryError; the verdict ignores it
             _send(resp_fd, '{"error":' + _text(_describe(exc)) + "}")
             raise
         return

@@ -1,4 +1,4 @@
-"""The values that cross between the judge and the runner, as the judge sees them.
+"""The values that cross between the tester and the runner, as the tester sees them.
 
 Arguments go to the runner as tagged data inside `marshal` frames; return values come back
 as JSON that `decode` turns strictly into values of exact builtin types (the runner's side
@@ -12,7 +12,7 @@ import builtins
 import marshal
 import sys
 
-# Parsing a decimal int is quadratic: a returned 10-million-digit number must not stall the judge.
+# Parsing a decimal int is quadratic: a returned 10-million-digit number must not stall the tester.
 if hasattr(sys, "set_int_max_str_digits"):
     sys.set_int_max_str_digits(100_000)
 
@@ -26,7 +26,7 @@ class Ref:
 # Values cross as a flat token list in prefix order (a container token, then its items), so
 # neither side recurses: a value nested as deep as the interpreter allows crosses intact.
 CONTAINERS = ("list", "tuple", "dict", "set", "frozenset")
-MAX_DEPTH = 100_000  # nesting the judge rebuilds; deeper is refused as unusable, not a crash
+MAX_DEPTH = 100_000  # nesting the tester rebuilds; deeper is refused as unusable, not a crash
 MAX_TOKENS = 10_000_000  # a cyclic argument would otherwise never end
 
 
@@ -150,7 +150,7 @@ def _bad():
 
 
 def frame(message):
-    """A length-prefixed marshal frame for the runner (judge to runner only: trusted data)."""
+    """A length-prefixed marshal frame for the runner (tester to runner only: trusted data)."""
     body = marshal.dumps(message)
     return len(body).to_bytes(4, "big") + body
 

@@ -137,7 +137,7 @@ def _become_runner(runner, spec, fds):
             f.write("1000")  # the first to go when memory runs out
         for which, value in spec["limits"]:
             resource.setrlimit(which, (value, value))
-        os.nice(10)  # below the judge and the server, so a fork bomb cannot starve their kill
+        os.nice(10)  # below the tester and the server, so a fork bomb cannot starve their kill
         uid = spec["uid"]
         if uid is not None:
             os.setgroups([])

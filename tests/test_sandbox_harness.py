@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlvr.sandbox import judge, runner, values
+from rlvr.sandbox import runner, tester, values
 from rlvr.sandbox.pool import SandboxPool
 from rlvr.sandbox.protocol import Job, Result
 
@@ -79,12 +79,12 @@ def test_collections_containers_travel_as_their_plain_form():
     (b"1 2", "1 2 3", "float", "wrong output"),
 ])
 def test_output_comparison(got, expected, mode, verdict):
-    assert judge.compare_output(got, expected, mode) == verdict
+    assert tester.compare_output(got, expected, mode) == verdict
 
 
 def test_each_assert_is_its_own_test_and_constant_asserts_do_not_count():
-    rewriter = judge._AssertRewriter()
-    rewriter.visit(judge.ast.parse(
+    rewriter = tester._AssertRewriter()
+    rewriter.visit(tester.ast.parse(
         "def check(c):\n    assert c(1) == 1\n    assert True, 'hint'\n    for i in range(3):\n"
         "        assert c(i) >= 0\n"
     ))

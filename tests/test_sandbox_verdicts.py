@@ -1,11 +1,13 @@
 """Verdicts an adversarial suite found wrong, on the real Docker engine.
 
-* Values nested thousands deep cross between judge and runner: a correct solution passes
+* Values nested thousands deep cross between tester and runner: a correct solution passes
   whatever depth the interpreter itself allows.
-* A program that keeps running after its functions return (a non-daemon thread, a child
-  process) never ends in a real run: the job is a `timeout` and no test passes.
+* A program whose main process keeps running after its functions return (a non-daemon
+  thread, a hanging `atexit`) never ends in a real run: the job is a `timeout` and no test
+  passes. A child process it leaves running does not keep it alive: it is killed and
+  counted, and the job passes (test_sandbox_leftovers has the cases).
 * A stdin/stdout case whose program exits non-zero fails, with the reason in its verdict.
-* A SIGKILL the judge did not send is `memory` only when the cgroup counted an OOM kill
+* A SIGKILL the sandbox did not send is `memory` only when the cgroup counted an OOM kill
   (the kernel OOM kill itself is exercised by the memory bombs of test_sandbox_languages).
 * Memory and output caps are set per job (from `CodeVerifier` too).
 """
@@ -90,7 +92,7 @@ def test_a_cyclic_return_value_is_refused_not_hung(pool):
 
 # -- programs that never end --
 
-def test_a_non_daemon_thread_after_the_functions_return_is_a_timeout(pool):
+def test_a_non_daemon_thread_after_the_functions_return_is_a_timeout_a_child_process_is_not(pool):
     lingering_thread = ("import threading, time\ndef sq(x):\n"
                         "    threading.Thread(target=lambda: time.sleep(3600)).start()\n    return x * x\n")
     lingering_process = ("import subprocess\ndef sq(x):\n    subprocess.Popen(['sleep', '3600'])\n    return x * x\n")
@@ -100,8 +102,9 @@ def test_a_non_daemon_thread_after_the_functions_return_is_a_timeout(pool):
     results = pool.run_batch([Job(code=c, tests=SQ_TESTS, entry_point="sq", timeout=2.0)
                               for c in (lingering_thread, lingering_process, finishing_thread, hanging_atexit)])
     for name, result in zip(("thread", "process", "finishing", "atexit"), results):
-        if name == "finishing":
-            assert (result.status, result.passed) == ("passed", 2), result.tests
+        if name in ("finishing", "process"):
+            assert (result.status, result.passed) == ("passed", 2), (name, result.tests)
+            assert result.leftovers == (2 if name == "process" else 0), (name, result.leftovers)  # one per call
         else:
             assert (result.status, result.passed) == ("timeout", 0), (name, result.tests)
             assert "did not end" in result.tests[0]["error"]
@@ -130,7 +133,7 @@ def test_a_case_that_exits_non_zero_fails_with_the_reason(pool):
     assert (ok.status, ok.passed) == ("passed", 2)
 
 
-# -- kills the judge did not send --
+# -- kills the sandbox did not send --
 
 def test_a_program_that_kills_its_own_process_group_is_a_crash_not_memory(pool):
     io = "import os, signal\nprint(3, flush=True)\nos.killpg(0, signal.SIGKILL)\n"
@@ -138,7 +141,7 @@ def test_a_program_that_kills_its_own_process_group_is_a_crash_not_memory(pool):
     by_io, by_call = pool.run_batch([Job(code=io, io_tests=ADD), Job(code=call, tests=SQ_TESTS, entry_point="sq")])
     for result in (by_io, by_call):
         assert result.status == "crash", result
-        assert any("not sent by the judge, with no OOM kill recorded" in e for e in result.errors), result.errors
+        assert any("not sent by the sandbox, with no OOM kill recorded" in e for e in result.errors), result.errors
     assert "runtime error (killed by SIGKILL)" in by_io.tests[0]["error"]
 
 

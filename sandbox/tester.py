@@ -1,7 +1,13 @@
-"""The judge: runs the trusted tests against the solution's functions, one job per process.
+"""The tester: runs a job's trusted tests against the program and decides its verdict.
 
-The tests execute here; the solution runs in a runner process (`runner.py`) and appears as
+One tester process per job, forked by the job server (`harness.py`). The tests execute
+here; the program runs in a runner process (`runner.py`) and its functions appear here as
 `Remote` proxies. See `harness.py` for why this cannot be faked.
+
+The program's main process decides when the program has ended: once it exits, any process
+it left running (a detached child, a daemon, a grandchild holding stdout) is killed and
+counted (`leftover_processes`), and changes nothing else in the verdict. Its output after
+that moment is never read.
 """
 
 from __future__ import annotations
@@ -79,8 +85,9 @@ class Runner:
     """One run of `runner.py`: pipes, limits, output capture and a hard kill.
 
     All waiting is one `select` loop over the reply pipe, stdout, stderr and a pidfd, so a
-    grandchild holding a pipe open can never block the judge: the loop ends when the runner
-    itself exits or the deadline passes, never on EOF.
+    grandchild holding a pipe open can never block the tester: the loop ends when the runner
+    itself exits or the deadline passes, never on EOF. When the runner exits on its own, what
+    it left running is killed at once and counted in `leftovers`.
     """
 
     def __init__(self, cfg, mode, program, stdin_data=b"", address_limit=True, cpu_seconds=None):
@@ -91,6 +98,7 @@ class Runner:
         self.killed_by_us = False
         self.output_exceeded = False
         self.exit_status = None
+        self.leftovers = 0
         self.call_id = 0
         self._resp = bytearray()
         self._streams = {}
@@ -237,10 +245,12 @@ class Runner:
     def _poll_exit(self):
         if self.proc.poll() is not None:
             self.exit_status = self.proc.returncode
+            # Killed before draining: a leftover writes at most a pipe's buffer after the end.
+            self.leftovers = cleanup.kill_job_processes(self.cfg, None)
             self._drain()
 
     def _drain(self):
-        """Take what the runner wrote before it ended; never wait for grandchildren."""
+        """Take what the runner wrote before it ended; never wait for the pipes' other holders."""
         for fd in list(self._read_fds):
             for _ in range(64):
                 if fd not in self._read_fds:
@@ -309,16 +319,16 @@ class Runner:
         return self.oom_killed()
 
     def foreign_kill(self):
-        """Why a SIGKILL that the judge did not send came, in words (None if there was none)."""
+        """Why a SIGKILL that the tester did not send came, in words (None if there was none)."""
         if self.signal() != signal.SIGKILL or self.killed_by_us:
             return None
         if self.oom_killed():
             return "killed by the kernel's OOM killer (memory cgroup limit)"
-        return "killed by SIGKILL, not sent by the judge, with no OOM kill recorded"
+        return "killed by SIGKILL, not sent by the sandbox, with no OOM kill recorded"
 
 
 class Remote(values.Ref):
-    """A name in the solution's namespace, seen from the judge: calling it is a round trip."""
+    """A name in the solution's namespace, seen from the tester: calling it is a round trip."""
 
     def __init__(self, runner, name, deadline, errors):
         self.name = name
@@ -345,7 +355,7 @@ class Remote(values.Ref):
                 raise RemoteError(f"unusable return value: {exc}") from None
         error = str(reply.get("error"))[:500]
         self._errors.append(error)
-        if error.startswith("MemoryError"):  # out of memory: stop here, as a judge stops on MLE
+        if error.startswith("MemoryError"):  # out of memory: stop here, as a contest judge stops on MLE
             runner.kill()
         raise RemoteError(error)
 
@@ -435,7 +445,8 @@ def _bind_names(namespace, trees, remote_names, make_remote, entry_point=None):
                     namespace[name] = make_remote(name)
 
 
-def judge_asserts(job, cfg):
+def run_calls(job, cfg):
+    """Function-call tests (HumanEval, MBPP): each assert runs here against `Remote` proxies."""
     deadline = time.monotonic() + cfg.timeout
     code = (job.get("prefix") or "") + (job.get("code") or "")
     runner = Runner(cfg, "call", {"code": code, "setup": job.get("test_setup_code") or ""})
@@ -487,12 +498,11 @@ def judge_asserts(job, cfg):
                 verdicts.check(i, lambda t=tree: _run_statement(t, namespace))
             result["tests"] = verdicts.tests(True)
         ended_early = runner.exit_status is not None and not runner.killed_by_us
-        # The tests are done; like a real run, the program must now end (its non-daemon
-        # threads, atexit handlers and child processes included) before the deadline.
+        # The tests are done; like a real run, the main process must now end (its non-daemon
+        # threads and atexit handlers included) before the deadline. Processes it started
+        # need not: a shell returns when the main process does.
         runner.hang_up()
         runner.wait_exit(deadline)
-        if _await_strays(cfg, runner, deadline):
-            raise JobTimeout()
     except JobTimeout:
         timed_out = True
         if result["tests"] is not None:
@@ -503,7 +513,6 @@ def judge_asserts(job, cfg):
     finally:
         if ended_early is None:
             ended_early = runner.exit_status is not None and not runner.killed_by_us
-        leftovers = cleanup.stray_processes(cfg, runner)
         runner.close()
     if result["tests"] is None:
         result["tests"] = verdicts.tests(False)
@@ -511,7 +520,7 @@ def judge_asserts(job, cfg):
             for t in result["tests"]:
                 if t["error"] == "not reached":
                     t["error"] = errors[-1]
-    result["leftover_processes"] = leftovers
+    result["leftover_processes"] = runner.leftovers
     return _finish(result, runner, timed_out, errors, ended_early)
 
 
@@ -520,7 +529,7 @@ def _run_statement(tree, namespace):
     return True
 
 
-def judge_io(job, cfg):
+def run_io(job, cfg):
     """Stdin/stdout tests: the program runs once per case; a case passes only if the program
     exits with status 0, in time, within its limits, and prints the expected output."""
     cases = job.get("io_tests") or []
@@ -547,15 +556,12 @@ def judge_io(job, cfg):
         last = runner
         deadline = time.monotonic() + cfg.timeout
         try:
-            runner.wait_exit(deadline)
-            if _await_strays(cfg, runner, deadline):  # a real run ends when its last process does
-                raise JobTimeout()
+            runner.wait_exit(deadline)  # the main process only: what it left running is killed
         except JobTimeout:
             timed_out = True
         finally:
-            leftovers += cleanup.stray_processes(cfg, runner)
             runner.close()
-            cleanup.kill_job_processes(cfg, None)
+            leftovers += runner.leftovers
         case_errors = []
         with contextlib.suppress(ValueError, RemoteError):
             while runner._resp:
@@ -601,15 +607,6 @@ def _last_line(text):
     return lines[-1][:300] if lines else ""
 
 
-def _await_strays(cfg, runner, deadline):
-    """Wait for processes the program left running to end; how many remain at the deadline."""
-    while True:
-        strays = cleanup.stray_processes(cfg, runner)
-        if not strays or time.monotonic() >= deadline:
-            return strays
-        time.sleep(0.01)
-
-
 def _compile(cfg, source, code, argv, env, n_cases):
     """Compile once per job, as the job user under the compile limits. None when it worked,
     else the job's `compile_error` result with the compiler's message, truncated."""
@@ -622,7 +619,6 @@ def _compile(cfg, source, code, argv, env, n_cases):
         problem = f"compilation took longer than {cfg.compile_timeout:g} s"
     finally:
         runner.close()
-        cleanup.kill_job_processes(cfg, None)
     if problem is None and runner.oom_killed():
         problem = "the compiler ran out of memory"
     elif problem is None and runner.output_exceeded:
@@ -707,9 +703,10 @@ def _finish(result, runner, timed_out, errors, crashed, memory=None, status=None
     return result
 
 
-def judge(job, cfg):
+def run(job, cfg):
+    """The verdict on one job, as the result dict the server sends back."""
     if job.get("io_tests") is not None:
-        return judge_io(job, cfg)
+        return run_io(job, cfg)
     if job.get("tests") is None and job.get("test_list") is None:
         raise ValueError("a job needs tests (with entry_point), test_list or io_tests")
-    return judge_asserts(job, cfg)
+    return run_calls(job, cfg)
