@@ -1,7 +1,8 @@
 """The env catalogue: reasoning-gym's datasets as `rg/<dataset>-v0`, registered lazily and listed.
 
 For every reasoning-gym env, on a sample of seeded items, the gold answer in a box scores
-1 and a changed answer scores 0; the curriculum levels are reasoning-gym's own.
+1 and a changed answer scores 0 (boxnet and rush hour carry no gold: they are solved here);
+the curriculum levels are reasoning-gym's own.
 """
 
 from __future__ import annotations
