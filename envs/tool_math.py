@@ -63,6 +63,7 @@ class ToolMathEnv(ToolEnv):
 
 
 math_tools = env_factory(_pick(MATH_SOURCES), ToolMathEnv,
-                         ("max_turns", "max_tool_calls", "max_tokens", "timeout", "backend", "parser", "demos"))
+                         ("max_turns", "max_tool_calls", "max_tokens", "timeout", "tool_timeout", "backend", "parser",
+                          "demos"))
 
 __all__ = ["TOOL_HINT", "ToolMathEnv", "math_tools"]

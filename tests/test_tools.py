@@ -239,6 +239,8 @@ def test_a_tool_that_hangs_times_out_as_an_error_the_model_sees():
     assert "late" not in [m["content"] for m in obs]
     with pytest.raises(ValueError, match="tool_timeout"):
         ToolEnv(tasks, tools=[add], tool_timeout=0)
+    assert ToolEnv(tasks, tools=[add]).tool_timeout == 60.0
+    assert gym.make("rlvr/ToolMath-v0", tasks="arithmetic", tool_timeout=7).unwrapped.tool_timeout == 7.0
 
 
 def test_calls_left_hanging_past_the_cap_end_the_episode_as_an_error(monkeypatch):
