@@ -79,3 +79,61 @@ def test_a_single_answer_next_to_other_math_is_no_hedge(verifier, completion):
 def test_a_union_reference_may_be_answered_with_or(verifier):
     score = verifier.score("The answer is $x < -2$ or $x > 2$.", "(-\\infty,-2)\\cup(2,\\infty)")
     assert (score.value, score.reason) == (1.0, None), score.info
+
+
+# --- alternatives offered across clauses (issue 28) ----------------------------------------
+
+CLAUSES = ("It could be {a}, or it could be {b}", "Maybe {a}, but it might also be {b}",
+           "{a}, though it may also be {b}", "Either {a} or possibly {b}", "Probably {a}, although it could be {b}",
+           "Perhaps {a}; alternatively, it is {b}", "{a}. Or it could be {b}", "It is {a} or {b}")
+
+
+def _clause_paths(wording: str, a: str, b: str) -> dict[str, str]:
+    bare = wording.format(a=a, b=b)
+    lower = bare[0].lower() + bare[1:]
+    return {
+        "last_number": f"Counting the seats: {bare}.",
+        "math_span": "Counting the seats: " + wording.format(a=f"${a}$", b=f"${b}$") + ".",
+        "box_second": "Counting the seats: " + wording.format(a=a, b=f"\\boxed{{{b}}}") + ".",
+        "box_first": "Counting the seats: " + wording.format(a=f"\\boxed{{{a}}}", b=b) + ".",
+        "answer_is": f"Counting the seats, the answer is {lower}.",
+        "final_answer": f"Counting the seats.\nFinal answer: {lower}",
+        "gsm8k": f"Counting the seats.\n#### {bare}",
+        "answer_tag": f"Counting the seats.\n<answer>{bare}</answer>",
+    }
+
+
+CLAUSE_CASES = [pytest.param(w, path, ref, id=f"{path}-{w}-{ref}")
+                for w in CLAUSES for path in _clause_paths(w, "3", "5") for ref in ("3", "5")]
+
+
+@pytest.mark.parametrize("wording, path, reference", CLAUSE_CASES)
+def test_alternatives_in_separate_clauses_are_a_hedge_on_every_path(verifier, wording, path, reference):
+    completion = _clause_paths(wording, "3", "5")[path]
+    score = verifier.score(completion, reference)
+    assert (score.value, score.reason) == (0.0, HEDGE), (completion, score.info)
+
+
+@pytest.mark.parametrize("completion, reference", [
+    ("With 3 or more guests per table, we may need 5 tables.", "5"),  # "3 or more" is no alternative
+    ("The answer is 5 \u2014 not 3.", "5"),  # a rejected value is not offered
+    ("The answer is 5, not 3.", "5"),
+    ("It is 5, not 3.", "5"),
+    ("We get $5$, not $3$.", "5"),
+    ("It could be 5, or it could be $\\frac{10}{2}$.", "5"),  # one answer written twice
+    ("The answer is $\\frac{1}{2}$, but it could also be written as $0.5$.", "\\frac12"),
+    ("The answer is (3, 5), but it could also be written as (3,5).", "(3, 5)"),  # a tuple is one value
+    ("The answer is $\\{3, 5\\}$, though it may help to check both.", "\\{3, 5\\}"),
+    ("That is 150 minutes, or 9000 seconds.", "9000"),  # a restatement, offered as no possibility
+    ("The remainder could be 1, 2 or 3, but since $n$ is even, it is $\\boxed{2}$.", "2"),  # an elimination
+    ("It could be 3, or it could be 5, so the answer is 5.", "5"),  # the conclusion commits
+])
+def test_what_is_not_an_alternative_keeps_its_credit(verifier, completion, reference):
+    score = verifier.score(completion, reference)
+    assert (score.value, score.reason) == (1.0, None), score.info
+
+
+@pytest.mark.parametrize("completion", ["It is 5, not 3.", "We get $5$, not $3$.", "The answer is 5 \u2014 not 3.",
+                                        "It could be 3, or it could be 5, so the answer is 5."])
+def test_the_rejected_or_abandoned_value_earns_nothing(verifier, completion):
+    assert verifier.score(completion, "3").value == 0.0

@@ -8,8 +8,10 @@ Several *different* boxed answers are a hedge, unless the text between two of th
 retracts the earlier one ("that is wrong", "wait", "on second thought"): a self-correction
 then keeps the later box. Math spans or numbers joined by "or", "and" or commas are
 returned joined (`$12$ or $13$` gives `12 or 13`), so that the verifier's one hedge rule
-sees every alternative whichever path found the answer. Every pass is linear in the
-length of the completion.
+sees every alternative whichever path found the answer. The sentence the answer stands in
+is read too: a different value offered in another clause of it ("it could be 3, or it
+could be 5") makes the answer a hedge on every path. Every pass is linear in the length
+of the completion.
 """
 
 from __future__ import annotations
@@ -56,6 +58,24 @@ _VERDICT_WORDS = frozenset({"correct", "incorrect", "right", "wrong", "valid", "
                             "consistent", "confirmed", "verified"})
 _CONNECTIVE = re.compile(r"^\s*(?:therefore|thus|hence|so|then|simply|just)\b[\s,:]*", re.IGNORECASE)
 _IS = re.compile(r"\b(?:is|are|be|equals|was)\s+", re.IGNORECASE)
+# Alternatives across clauses ("it could be 3, or it could be 5"): a clause joined by one of these
+# words that says its value is only possible offers a second answer.
+_ALT_JOIN = re.compile(r"\b(?:or|but|though|although|alternatively|otherwise|else|whereas|yet)\b", re.IGNORECASE)
+_POSSIBLE = re.compile(r"\b(?:either|could|might|may|maybe|perhaps|possibly|probably|alternatively)\b", re.IGNORECASE)
+_NOT_AN_ALTERNATIVE = re.compile(r"\bor\s+(?:more|less|fewer|greater|higher|lower|larger|smaller|above|below|so|"
+                                 r"equal|later|earlier|longer|shorter)\b", re.IGNORECASE)  # "3 or more"
+_NEGATED = re.compile(r"(?:(?<!\\)\bnot|n't|\bnever|\bnor|\brather\s+than|\binstead\s+of|\bother\s+than|\bexcept|"
+                      r"\bexcluding)(?:\s+(?:equal\s+to|be|been|the|a|an|exactly|just|simply))*[\s:=]*$", re.IGNORECASE)
+_NEGATED_TAIL = re.compile(r"\s*(?:[,;:(]|\u2014|\u2013|--?)?\s*(?:(?:but|and)\s+)?(?:(?<!\\)\bnot|\bnever|"
+                           r"\brather\s+than|\binstead\s+of)\b.*$", re.IGNORECASE | re.DOTALL)  # "5 - not 3"
+_NEGATION_WORDS = ("not", "n't", "never", "nor", "rather", "instead", "other", "except", "excluding")
+_ENDS_INSIDE = re.compile(r"[.!?]\s*(?:\$\$?|\\\)|\\\])$")
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)|\n")
+_GOES_ON = re.compile(r"\s*(?:or|alternatively|otherwise)\b", re.IGNORECASE)  # "3. Or it could be 5."
+_CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|so|consequently|in conclusion|finally|in total|altogether)\b|"
+                        r"\banswer\s*(?:is|:|=)", re.IGNORECASE)
+_GROUP = re.compile(r"\([^()\n]*\d[^()\n]*\)|\[[^\[\]\n]*\d[^\[\]\n]*\]")  # a tuple or interval is one value
+_SENTENCE_WINDOW = 2000
 
 
 @dataclass(frozen=True)
@@ -86,29 +106,35 @@ def extract_answer(text: str, *, prefilled_think: bool = False, loose: bool = Tr
         tail = region[_box_end(region, boxes[-1]):]
         for source, finder in _FALLBACKS[:2]:  # a final statement after the boxes overrides them
             found = finder(tail)
-            if found is not None and len(found) <= MAX_ANSWER_CHARS and normalize(found) and not _PROSE.search(found):
-                return _checked(found, source)
+            if found is not None and len(found[0]) <= MAX_ANSWER_CHARS and normalize(found[0]) \
+                    and not _PROSE.search(found[0]):
+                return _checked(*found, source)
     if boxes:
         return _from_boxes(region, boxes)
     last_line = region.rstrip().rpartition("\n")[2].strip()
     if last_line.startswith("####"):  # a GSM8K-style final line outranks answer statements above it
-        return _checked(last_line[4:], "gsm8k")
+        return _checked(last_line[4:], last_line[4:], "gsm8k")
     for source, finder in _FALLBACKS:
         found = finder(region)
         if found is not None:
-            return _checked(found, source)
+            return _checked(*found, source)
     if loose:
         spans = _spans(region)
+        for _ in range(MAX_BOXES):  # "$5$, not $3$": a rejected last span is not the answer
+            if not spans or not _negated(region, spans[-1][0]):
+                break
+            spans.pop()
         number = _last_number_run(region) if last_number else None
         if number is not None and _concludes(region, number[1], spans[-1][1] if spans else 0):
-            return _checked(number[0], "last_number")
+            return _checked(number[0], _sentence_at(region, number[1]), "last_number")
         if spans:
-            return _checked(_run(region, spans, len(spans) - 1, forward=False), "math_span")
+            return _checked(_run(region, spans, len(spans) - 1, forward=False),
+                            _sentence_at(region, spans[-1][0], spans[-1][1]), "math_span")
         bare = region.strip()
         if 0 < len(bare) <= MAX_ANSWER_CHARS and "\n" not in bare and not _PROSE.search(bare):
-            return _checked(bare, "whole")  # a bare answer, however long: no box, no `$`, no sentence
+            return _checked(bare, bare, "whole")  # a bare answer, however long: no box, no `$`, no sentence
         if number is not None:
-            return _checked(number[0], "last_number")
+            return _checked(number[0], _sentence_at(region, number[1]), "last_number")
     return Extraction(None, NO_ANSWER, why="no boxed answer and no answer statement")
 
 
@@ -146,7 +172,8 @@ def _find_reference_answer(reference: str) -> str:
 _reference_answer = functools.lru_cache(maxsize=1 << 14)(_find_reference_answer)  # a group shares its reference
 
 
-def _checked(answer: str, source: str) -> Extraction:
+def _checked(answer: str, sentence: str, source: str) -> Extraction:
+    """The answer found in `sentence` by `source`, unless it is none or the sentence hedges."""
     if answer is _HEDGED:
         return Extraction(None, HEDGE, source, why="several different <answer> blocks")
     answer = answer.strip()
@@ -154,6 +181,8 @@ def _checked(answer: str, source: str) -> Extraction:
         return Extraction(None, NO_ANSWER, source, why=f"answer longer than {MAX_ANSWER_CHARS} characters")
     if not answer or not normalize(answer):
         return Extraction(None, NO_ANSWER, source, why="empty answer")
+    if offers_alternatives(sentence):
+        return Extraction(answer, HEDGE, source, why="another clause of the answer's sentence offers a different value")
     return Extraction(answer, None, source)
 
 
@@ -175,7 +204,7 @@ def _from_boxes(region: str, boxes) -> Extraction:
         if len(contents) > 1:
             return Extraction(", ".join(contents), HEDGE, "boxed", tuple(contents),
                               why=f"{len(contents)} different boxed answers")
-    return _checked(contents[-1], "boxed")
+    return _checked(contents[-1], _sentence_at(region, kept[-1].start, _box_end(region, kept[-1])), "boxed")
 
 
 def _blank(content: str) -> bool:
@@ -200,23 +229,28 @@ def _same(a: str, b: str) -> bool:
         return False
 
 
-def _answer_tag(region: str) -> str | None:
+def _answer_tag(region: str) -> tuple[str, str] | None:
     found = _ANSWER_TAG.findall(region)
     if not found:
         return None
     if any(not _same(item, found[-1]) for item in found[-MAX_BOXES:]):
-        return _HEDGED  # several different answer blocks
-    return found[-1]
+        return _HEDGED, ""  # several different answer blocks
+    return found[-1], found[-1]
 
 
 def _statement(pattern: re.Pattern[str]):
-    def find(region: str) -> str | None:
+    def find(region: str) -> tuple[str, str] | None:
+        """The answer the last statement gives, and the sentence it stands in."""
         last = None
         for match in pattern.finditer(region):
             last = match
         if last is None:
             return None
         rest = region[last.end():].lstrip()
+        found = find_in(rest)
+        return None if found is None else (found, _sentence_at(region, last.start(), len(region) - len(rest)))
+
+    def find_in(rest: str) -> str | None:
         spans = _spans(rest)
         if spans and spans[0][0] == 0:  # "the answer is $\frac{1}{2}$." -> the math span(s)
             return _run(rest, spans, 0, forward=True)
@@ -230,6 +264,7 @@ def _statement(pattern: re.Pattern[str]):
         if span is not None:
             return span
         answer = answer.strip().strip("*").strip()
+        answer = _NEGATED_TAIL.sub("", answer).strip() or answer  # "5, not 3" answers 5
         if _PROSE.search(answer) and not has_hedge_words(answer):  # "Final Answer: it began 3 hours ago"
             numbers = _NUMBER.findall(answer)
             if len(numbers) == 1:
@@ -355,6 +390,10 @@ def _last_number_run(region: str) -> tuple[str, int] | None:
         for m in _NUMBER.finditer(region, start):
             number = m.group().rstrip(".,")
             spans.append((m.start(), m.start() + len(number), number))
+        for _ in range(MAX_BOXES):  # "It is 5, not 3.": a rejected last number is not the answer
+            if not spans or not _negated(region, spans[-1][0]):
+                break
+            spans.pop()
         if spans:
             return _run(region, spans, len(spans) - 1, forward=False), spans[-1][0]
         if start == 0:
@@ -362,9 +401,97 @@ def _last_number_run(region: str) -> tuple[str, int] | None:
     return None
 
 
-def _gsm8k(region: str) -> str | None:
+def _negated(text: str, at: int) -> bool:
+    """Whether the value at `at` is rejected ("not 3", "rather than 3"): then it is not offered."""
+    window = text[max(0, at - 40):at]
+    lower = window.lower()
+    return any(word in lower for word in _NEGATION_WORDS) and bool(_NEGATED.search(window))
+
+
+def _masked(text: str, values=None) -> str:
+    """`text` with the inside of its math spans and boxes (or of `values`) blanked out, same length."""
+    if values is None:
+        values = [(a, b) for a, b, _ in _spans(text)] + [(b.start, _box_end(text, b)) for b in find_boxes(text)
+                                                         if b.closed]
+    out, at = [], 0
+    for start, end, *_ in sorted(values):
+        start = max(start, at)
+        if end > start:  # a span that ends its sentence inside (`$a = 13.$`) keeps that period
+            stop = "." if _ENDS_INSIDE.search(text, start, end) else "x"
+            out += [text[at:start], "x" * (end - start - 1), stop]
+            at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _sentence_at(region: str, start: int, end: int | None = None) -> str:
+    """The sentence of `region` that holds `region[start:end]`, never cut inside a math span or box.
+    A sentence that goes on with "Or ..." or "Alternatively, ..." is the same sentence."""
+    end = start if end is None else end
+    lo, hi = max(0, start - _SENTENCE_WINDOW), min(len(region), end + _SENTENCE_WINDOW)
+    text = _masked(region[lo:hi])
+    first, last = 0, len(text)
+    for m in _SENTENCE_BREAK.finditer(text):
+        if _GOES_ON.match(text, m.end()):
+            continue
+        if m.end() <= start - lo:
+            first = m.end()
+        elif m.start() >= end - lo:
+            last = m.start()
+            break
+    return region[lo + first:lo + last]
+
+
+def _values(sentence: str) -> list[tuple[int, int, str, bool]]:
+    """The values a sentence states, in order, as (start, end, text, boxed): math spans, boxes,
+    bracketed tuples and intervals, numbers."""
+    found = [(*span, False) for span in _spans(sentence)]
+    found += [(b.start, _box_end(sentence, b), b.content, True) for b in find_boxes(sentence) if b.closed]
+    for pattern in (_GROUP, _NUMBER):
+        masked = _masked(sentence, found)
+        for m in pattern.finditer(masked):
+            value = m.group().rstrip(".,")
+            found.append((m.start(), m.start() + len(value), value, False))
+    found.sort(key=lambda v: (v[0], -v[1]))
+    outer: list[tuple[int, int, str, bool]] = []
+    for value in found:
+        if not outer or value[0] >= outer[-1][1]:
+            outer.append(value)
+    return outer[-MAX_BOXES:]
+
+
+def offers_alternatives(sentence: str) -> bool:
+    """True when a clause of `sentence` offers a value other than the one before it as a possibility:
+    "it could be 3, or it could be 5", "maybe 3, but it might also be 5". Two neighbouring values count
+    when "or", "but", "though", ... stands between them followed by "could", "might", "may", "maybe",
+    "perhaps", "possibly", ..., or when a bare "or" joins a value to a box (`3 or \\boxed{5}`), and they
+    differ; only values after the sentence's last conclusion ("so", "the answer is") are read. Not
+    alternatives: a rejected value ("5, not 3"), "3 or more", the same value twice, a list of spans or
+    numbers (`$3$ or $5$`: the answer's own list rule judges it), a tuple `(3, 5)`, a restatement
+    ("150 minutes, or 9000 seconds") and a value the text between retracts."""
+    if len(sentence) > 2 * _SENTENCE_WINDOW + MAX_ANSWER_CHARS or len(_NUMBER.findall(sentence)) + \
+            sentence.count("$") < 2:
+        return False
+    sentence = _NOT_AN_ALTERNATIVE.sub(lambda m: " " * len(m.group()), sentence)
+    values = [v for v in _values(sentence) if not _negated(sentence, v[0])]
+    prose = _masked(sentence, values)
+    cut = max((m.end() for m in _CONCLUDES.finditer(prose) if any(v[0] >= m.end() for v in values)), default=0)
+    values = [v for v in values if v[0] >= cut]
+    for (_, end, a, boxed_a), (start, _, b, boxed_b) in zip(values, values[1:]):
+        between = sentence[end:start]
+        joined = _joined(between)
+        if joined is not None and not (boxed_a or boxed_b):
+            continue  # a list of spans or numbers: when it is the answer, the list rule judges it
+        join = _ALT_JOIN.search(between)
+        offered = joined == " or " or bool(join and _POSSIBLE.search(between, join.start()))
+        if offered and not _RETRACTION.search(between) and not _same(a.strip(), b.strip()):
+            return True
+    return False
+
+
+def _gsm8k(region: str) -> tuple[str, str] | None:
     found = _GSM8K.findall(region)
-    return found[-1].strip() if found else None
+    return (found[-1].strip(), found[-1]) if found else None
 
 
 _FALLBACKS = (
