@@ -164,3 +164,11 @@ def test_a_node_killed_mid_batch_delivers_every_result_once(cluster, code_verifi
     print(f"\n48 items delivered once each; {len(resent)} re-sent after the node died, "
           f"{sum(reexecuted.values())} of them executed twice")
     assert scorer.nodes() == [n for n in nodes if n != victim]
+
+
+def test_a_second_cluster_starts_beside_the_first(cluster):
+    """Two test runs on one machine: each cluster takes ports the OS reports free, so the second starts."""
+    with LocalRayCluster(nodes=1) as other:
+        assert other.port != cluster.port
+        mine, theirs = {p.pid for p in other.processes()}, {p.pid for p in cluster.processes()}
+        assert mine and theirs and not mine & theirs
