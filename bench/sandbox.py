@@ -10,21 +10,26 @@ solution that does not pass aborts the benchmark.
 
 Then, per language (Python, C, C++, Java, JavaScript, Go, Rust), a small solve-and-run
 stdin/stdout job (compile once, run on 3 cases) through the warm pool, against the same
-program compiled and run unisolated with plain `subprocess.run` calls (same argv and flags,
-the host's toolchains, or with --peer-root the image's own from a debootstrapped root
-file system), with the same number of parallel jobs. RESULT gains `languages`:
+program compiled and run unisolated with plain `subprocess.run` calls (same argv and flags),
+with the same number of parallel jobs. The peer runs the pool's own toolchains: the bench
+exports the pool's image into a temporary root file system and chroots into it (as root;
+`--peer-root DIR` names a ready one instead), so both sides run the same binaries and a host
+without compilers needs no manual step. RESULT gains `languages`:
 [{"language", "jobs_per_s", "subprocess_jobs_per_s", "overhead"}], overhead = pool time /
 subprocess time.
 
-Usage: python bench/sandbox.py [--workers N] [--mbpp N] [--docker-run N] [--lang-jobs N] [--only-languages]
+Usage: python bench/sandbox.py [--workers N] [--mbpp N] [--docker-run N] [--lang-jobs N] [--languages L,..]
+                               [--only-languages] [--peer-root DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,7 +39,7 @@ from pathlib import Path
 
 from rlvr.sandbox import languages
 from rlvr.sandbox.docker_backend import DockerWorker
-from rlvr.sandbox.image import image_tag
+from rlvr.sandbox.image import image_tag, scratch_root
 from rlvr.sandbox.pool import SandboxPool, default_size
 from rlvr.sandbox.protocol import Job, Limits
 
@@ -103,13 +108,48 @@ SUM_CASES = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7 9\n", "output":
 HOST_PATH = "/usr/local/bin:/usr/bin:/bin"  # the toolchains apt installed, as in the image
 
 
-PEER_ROOT: list[str] = []  # a root file system with the image's toolchains, for the peer (--peer-root)
+PEER_ROOT: list[str] = []  # the root file system whose toolchains the peer runs
+DEVICES = {"null": 3, "zero": 5, "full": 7, "random": 8, "urandom": 9}  # char devices, major 1
+
+
+@contextlib.contextmanager
+def image_root(client, image: str):
+    """`image`'s file system in a temporary folder, with /proc mounted and the basic devices,
+    for the peer to chroot into: the toolchains the pool runs, without the isolation."""
+    if os.geteuid() != 0:
+        raise SystemExit("the unisolated peer chroots into the image's file system, which needs root; "
+                         "run as root, or pass --peer-root DIR (a root file system with the same toolchains)")
+    with tempfile.TemporaryDirectory(prefix="rlvr-peer-") as tmp, scratch_root(Path(tmp) / "root") as root:
+        started = time.perf_counter()
+        container = client.containers.create(image, command=["true"])
+        try:
+            tar = subprocess.Popen(["tar", "-x", "-f", "-", "-C", str(root)], stdin=subprocess.PIPE)
+            with contextlib.suppress(BrokenPipeError):
+                for chunk in container.export():
+                    tar.stdin.write(chunk)
+            tar.stdin.close()
+            if tar.wait() != 0:
+                raise SystemExit(f"could not unpack {image} into {root}")
+        finally:
+            container.remove(force=True)
+        for name, minor in DEVICES.items():
+            device = root / "dev" / name
+            if not device.exists():
+                os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+                os.chmod(device, 0o666)
+        proc = root / "proc"
+        subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+        print(f"peer root: {image} unpacked in {time.perf_counter() - started:.1f}s", flush=True)
+        try:
+            yield str(root)
+        finally:
+            subprocess.run(["umount", "-l", str(proc)], check=False)
 
 
 def subprocess_job(language: str) -> bool:
     """The job unisolated: compile with the same argv, then one plain subprocess per case."""
     code = SUM_PROGRAMS[language]
-    root = PEER_ROOT[0] if PEER_ROOT else "/"
+    root = PEER_ROOT[0]
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-", dir=os.path.join(root, "tmp")) as scratch:
         inside = "/" + os.path.relpath(scratch, root)  # the same directory as the program sees it
         source, compile_argv, run_argv, env = languages.plan(language, code, Limits().memory_mb, inside)
@@ -117,8 +157,7 @@ def subprocess_job(language: str) -> bool:
         Path(scratch, source).write_text(code)
 
         def enter():  # chroot is no isolation: same kernel, user, cgroup and network; only paths change
-            if root != "/":
-                os.chroot(root)
+            os.chroot(root)
             os.chdir(inside)
 
         if compile_argv:
@@ -132,37 +171,46 @@ def subprocess_job(language: str) -> bool:
     return True
 
 
-def bench_languages(workers: int, n_jobs: int, only: list[str]) -> list[dict]:
+def bench_languages(workers: int, n_jobs: int, only: list[str], peer_root: str | None) -> list[dict]:
     """Jobs/s per language: the warm pool (the languages image for all but Python) against
     plain subprocesses, the two interleaved per language so that load hits both alike."""
-    rows = []
     python_pool = SandboxPool(backend="docker", size=workers) if "python" in only else None
     others = [lang for lang in only if lang != "python"]
     lang_pool = SandboxPool(backend="docker", size=workers, image=image_tag(languages=True)) if others else None
     try:
-        for language in only:
-            pool = python_pool if language == "python" else lang_pool
-            n = n_jobs * (4 if language == "python" else 1)
-            jobs = [Job(code=SUM_PROGRAMS[language], io_tests=SUM_CASES, language=language, timeout=20.0)
-                    for _ in range(n)]
-            timed_batch(pool, jobs[:workers])  # warm: first compile of each toolchain reads it from disk
-            with ThreadPoolExecutor(max_workers=workers) as executor:
-                assert all(executor.map(subprocess_job, [language] * workers)), f"{language}: subprocess failed"
-            pool_s = timed_batch(pool, jobs)
-            start = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=workers) as executor:
-                ok = list(executor.map(subprocess_job, [language] * n))
-            sub_s = time.perf_counter() - start
-            if not all(ok):
-                raise SystemExit(f"{language}: the unisolated program failed")
-            rows.append({"language": language, "jobs_per_s": round(n / pool_s, 2),
-                         "subprocess_jobs_per_s": round(n / sub_s, 2), "overhead": round(pool_s / sub_s, 3)})
-            print(f"{language:10s} {n:4d} jobs  pool {n / pool_s:7.2f}/s  subprocess {n / sub_s:7.2f}/s  "
-                  f"overhead {pool_s / sub_s:5.2f}x", flush=True)
+        with contextlib.ExitStack() as stack:
+            if peer_root is None:  # the languages image holds Python too
+                pool = lang_pool or python_pool
+                peer_root = stack.enter_context(image_root(pool._client, pool.image))
+            PEER_ROOT[:] = [peer_root]
+            return _bench_languages(workers, n_jobs, only, python_pool, lang_pool)
     finally:
         for pool in (python_pool, lang_pool):
             if pool is not None:
                 pool.close()
+
+
+def _bench_languages(workers, n_jobs, only, python_pool, lang_pool) -> list[dict]:
+    rows = []
+    for language in only:
+        pool = python_pool if language == "python" else lang_pool
+        n = n_jobs * (4 if language == "python" else 1)
+        jobs = [Job(code=SUM_PROGRAMS[language], io_tests=SUM_CASES, language=language, timeout=20.0)
+                for _ in range(n)]
+        timed_batch(pool, jobs[:workers])  # warm: first compile of each toolchain reads it from disk
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            assert all(executor.map(subprocess_job, [language] * workers)), f"{language}: subprocess failed"
+        pool_s = timed_batch(pool, jobs)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            ok = list(executor.map(subprocess_job, [language] * n))
+        sub_s = time.perf_counter() - start
+        if not all(ok):
+            raise SystemExit(f"{language}: the unisolated program failed")
+        rows.append({"language": language, "jobs_per_s": round(n / pool_s, 2),
+                     "subprocess_jobs_per_s": round(n / sub_s, 2), "overhead": round(pool_s / sub_s, 3)})
+        print(f"{language:10s} {n:4d} jobs  pool {n / pool_s:7.2f}/s  subprocess {n / sub_s:7.2f}/s  "
+              f"overhead {pool_s / sub_s:5.2f}x", flush=True)
     return rows
 
 
@@ -175,17 +223,15 @@ def main() -> int:
     parser.add_argument("--languages", default=",".join(languages.LANGUAGES), help="comma-separated")
     parser.add_argument("--only-languages", action="store_true", help="skip the HumanEval/MBPP part")
     parser.add_argument("--peer-root", default=None,
-                        help="run the unisolated peer's toolchains from this root file system (chroot, as root): "
-                             "a debootstrap with image.LANGUAGE_PACKAGES and /proc mounted, so both sides run the "
-                             "same binaries (default: the host's toolchains)")
+                        help="a root file system with the image's toolchains and /proc mounted, for the unisolated "
+                             "peer to chroot into (default: the pool's image, unpacked into a temporary folder)")
     args = parser.parse_args()
-    if args.peer_root:
-        PEER_ROOT.append(os.path.abspath(args.peer_root))
+    peer_root = os.path.abspath(args.peer_root) if args.peer_root else None
     only = [languages.canonical(x) for x in args.languages.split(",")]
     if None in only:
         parser.error(f"--languages takes {', '.join(languages.LANGUAGES)}")
     if args.only_languages:
-        rows = bench_languages(args.workers, args.lang_jobs, only)
+        rows = bench_languages(args.workers, args.lang_jobs, only, peer_root)
         print("RESULT " + json.dumps({"languages": rows, "load_average": os.getloadavg()}))
         return 0
     if not (DATASETS / "humaneval" / "HumanEval.jsonl").exists():
@@ -231,7 +277,7 @@ def main() -> int:
         "subprocess_problems_per_s": round(local_rate, 2),
         "overhead_vs_subprocess": round(local_rate / rlvr_rate, 3),
         "humaneval_rlvr_problems_per_s": round(len(he_jobs) / rlvr_he, 2),
-        "languages": bench_languages(args.workers, args.lang_jobs, only),
+        "languages": bench_languages(args.workers, args.lang_jobs, only, peer_root),
         "load_average": os.getloadavg(),
     }
     print("RESULT " + json.dumps(result))

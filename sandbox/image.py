@@ -149,7 +149,7 @@ def ensure_offline_base(client, log: Callable[[str], None] = print, packages=PYT
     mirror = debian_mirror()
     cache = deb_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="rlvr-rootfs-") as tmp, _scratch_root(Path(tmp) / "root") as root:
+    with tempfile.TemporaryDirectory(prefix="rlvr-rootfs-") as tmp, scratch_root(Path(tmp) / "root") as root:
         log(f"debootstrap {SUITE} with {', '.join(packages)} from {mirror} (a few minutes; .debs cached in {cache})")
         proc = subprocess.run(
             [debootstrap, "--variant=minbase", f"--cache-dir={cache}", f"--include={','.join(packages)}",
@@ -173,7 +173,7 @@ def ensure_offline_base(client, log: Callable[[str], None] = print, packages=PYT
 
 
 @contextlib.contextmanager
-def _scratch_root(root: Path):
+def scratch_root(root: Path):
     """A directory for the root file system, on a private tmpfs when we may mount one: dpkg
     syncs every file it unpacks, which on a busy disk is most of a debootstrap's time."""
     root.mkdir()
