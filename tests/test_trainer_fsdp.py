@@ -1,17 +1,21 @@
 """FSDP2 (`parallel: fsdp`) on CPU: 2 processes over gloo make the same updates as one process
-(replicated, unsharded) on the same batch, and a sharded run resumes from its checkpoint exactly."""
+(replicated, unsharded) on the same batch, a sharded run resumes from its checkpoint exactly, and
+ranks that need different numbers of refill rounds (`refill_rounds`) stop together."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 import torch
 import yaml
+from test_trainer_toy_env import Letters
 
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
@@ -25,13 +29,42 @@ SETTINGS = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per
                 scale_rewards="batch", beta=0.05, mu=2)
 
 
-def _torchrun(config: Path, run_dir: Path, *extra: str) -> None:
+class FlatFirst(Letters):
+    """The toy env, except that prompts whose env seed is below `flat` score every completion 0.5:
+    their groups carry no signal, so the rank that drew them refills and the other does not."""
+
+    def __init__(self, flat: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.flat, self.flat_now = flat, False
+
+    def reset(self, *, seed=None, options=None):
+        self.flat_now = seed is not None and seed < self.flat
+        return super().reset(seed=seed, options=options)
+
+    def _score(self, completion):
+        value, info = super()._score(completion)
+        return (0.5, {**info, "correct": False}) if self.flat_now else (value, info)
+
+
+if "FlatFirst-v0" not in gym.registry:
+    gym.register("FlatFirst-v0", entry_point=FlatFirst)
+
+
+def _torchrun(config: Path, run_dir: Path, *extra: str, timeout: float = 300) -> None:
+    """Two ranks under torchrun; --standalone lets the rendezvous take a free port (a fixed one collides
+    with a concurrent test run). Past `timeout` (a deadlock) every process of the launch is killed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29547",
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
          "-m", "rlvr", "train", "--config", str(config), "--run-dir", str(run_dir), *extra],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"torchrun still running after {timeout} s (deadlocked ranks?):\n{out[-3000:]}")
+    assert proc.returncode == 0, out[-3000:]
 
 
 def _close(a: dict, b: dict) -> None:
@@ -77,3 +110,19 @@ def test_fsdp_needs_several_processes(tmp_path):
         GRPOTrainer(TrainConfig(**SETTINGS, steps=1, parallel="fsdp"), tmp_path / "alone")
     with pytest.raises(ValueError, match="lora with parallel: fsdp"):
         TrainConfig(**SETTINGS, parallel="fsdp", lora={"rank": 4})
+
+
+def test_fsdp_ranks_refill_together(tmp_path):
+    """Rank 0 draws prompts 0 and 1, which carry no signal, and refills them with prompts 4 and 5; rank 1's
+    prompts 2 and 3 do. The refill round all-gathers the weights (FSDP), so rank 1 must take part in it
+    although it needs nothing: a rank that left the loop alone would deadlock the run. The two ranks then
+    train what one process trains on the same prompts."""
+    settings = dict(SETTINGS, env="test_trainer_fsdp:FlatFirst-v0", env_kwargs={"flat": 2}, refill_rounds=1,
+                    steps=1, beta=0.0, mu=1, scale_rewards="group", checkpoint_every=0)
+    GRPOTrainer(TrainConfig(**settings), tmp_path / "one").train()
+    single = read_jsonl(tmp_path / "one" / "metrics.jsonl")
+    assert single[0]["groups_trained"] == 4 and single[0]["zero_var_frac"] == pytest.approx(2 / 6)
+    config = tmp_path / "refill.yaml"
+    config.write_text(yaml.safe_dump({**settings, "parallel": "fsdp"}))
+    _torchrun(config, tmp_path / "two", timeout=240)
+    _close(read_jsonl(tmp_path / "two" / "metrics.jsonl")[0], single[0])
