@@ -122,10 +122,11 @@ HUGE = {
 
 @pytest.mark.parametrize("name", sorted(HUGE))
 def test_huge_adversarial_completions_stay_cheap(verifier, name):
-    # the in-process stages have no timer: they must be linear (a quadratic scan of 1 MB takes minutes)
-    start = time.monotonic()
+    # the in-process stages have no timer: they must be linear (a quadratic scan of 1 MB takes minutes of
+    # CPU). This process's CPU time, not wall time, so a loaded machine does not make it fail.
+    start = time.process_time()
     score = verifier.score(HUGE[name], "5")
-    assert time.monotonic() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert score.value == 0.0 and score.reason in REASONS
 
 

@@ -75,7 +75,7 @@ _GOES_ON = re.compile(r"\s*(?:or|alternatively|otherwise)\b", re.IGNORECASE)  # 
 _CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|so|consequently|in conclusion|finally|in total|altogether)\b|"
                         r"\banswer\s*(?:is|:|=)", re.IGNORECASE)
 _GROUP = re.compile(r"\([^()\n]*\d[^()\n]*\)|\[[^\[\]\n]*\d[^\[\]\n]*\]")  # a tuple or interval is one value
-_SENTENCE_WINDOW = 2000
+_SENTENCE_WINDOW = 1000  # how far a sentence is followed from its answer, each way
 
 
 @dataclass(frozen=True)
@@ -429,6 +429,8 @@ def _sentence_at(region: str, start: int, end: int | None = None) -> str:
     A sentence that goes on with "Or ..." or "Alternatively, ..." is the same sentence."""
     end = start if end is None else end
     lo, hi = max(0, start - _SENTENCE_WINDOW), min(len(region), end + _SENTENCE_WINDOW)
+    if not _ALT_JOIN.search(region, lo, hi):
+        return ""  # nothing near could join an alternative: no sentence needed
     text = _masked(region[lo:hi])
     first, last = 0, len(text)
     for m in _SENTENCE_BREAK.finditer(text):
@@ -473,6 +475,8 @@ def offers_alternatives(sentence: str) -> bool:
             sentence.count("$") < 2:
         return False
     sentence = _NOT_AN_ALTERNATIVE.sub(lambda m: " " * len(m.group()), sentence)
+    if not _ALT_JOIN.search(sentence):
+        return False
     values = [v for v in _values(sentence) if not _negated(sentence, v[0])]
     prose = _masked(sentence, values)
     cut = max((m.end() for m in _CONCLUDES.finditer(prose) if any(v[0] >= m.end() for v in values)), default=0)
