@@ -16,9 +16,19 @@ downloads at run time; with no download possible here, the benchmark writes NLTK
 tokenizer at NLTK's own `PunktTokenizer("english")` (NLTK 3.9 no longer loads the pickle
 the peer names).
 
+rlvr caches language detection per text; the peer detects again every time. So the run
+is made on two corpora. The headline one, "distinct", draws every text whose language is
+detected (response language, English in capitals or lower case) from sentence pools
+without repeats, so the cache only saves what it saves in use: the strict and loose
+variants of one response that are the same text. The "repeated" corpus has about 21
+such texts, each checked about 90 times, and shows what the cache gains on repeats.
+Speed is decisions per CPU-second of this process, the median of three rounds that
+alternate the two sides, since wall time on a shared machine follows the load.
+
     python bench/instructions.py [--per-type 90] [--seed 0]
 
-Ends with `RESULT {"pairs": ..., "agreement": ..., "rlvr_per_s": ..., "peer_per_s": ...}`.
+Ends with `RESULT {"pairs": ..., "agreement": ..., "rlvr_per_s": ..., "peer_per_s": ..., "speed_ratio": ...,
+"repeated": {...}}`: the top-level figures are the distinct corpus's.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -113,6 +124,38 @@ LANGS = {"en": "The old lighthouse keeper climbs the stairs every evening to lig
          "sw": "Mlinzi mzee wa mnara wa taa hupanda ngazi kila jioni ili kuwasha taa kwa ajili ya boti.",
          "fi": "Vanha majakanvartija kiipeää portaat joka ilta sytyttääkseen lampun veneitä varten.",
          "ru": "Старый смотритель маяка каждый вечер поднимается по лестнице, чтобы зажечь лампу."}
+# More sentences per language, for the distinct corpus: a text is an ordered pick of one to three of them.
+MORE_LANGS = {
+    "en": ["Fishing boats wait in the harbor until the fog lifts over the grey water.",
+           "Children run along the beach and collect shells before the tide returns.",
+           "Every winter the storms test the old stone walls of the little town."],
+    "fr": ["Les bateaux de pêche attendent dans le port jusqu'à ce que le brouillard se lève.",
+           "Les enfants courent sur la plage et ramassent des coquillages avant la marée.",
+           "Chaque hiver, les tempêtes mettent à l'épreuve les vieux murs de pierre de la ville."],
+    "de": ["Die Fischerboote warten im Hafen, bis sich der Nebel über dem grauen Wasser hebt.",
+           "Die Kinder laufen am Strand entlang und sammeln Muscheln, bevor die Flut zurückkommt.",
+           "Jeden Winter prüfen die Stürme die alten Steinmauern der kleinen Stadt."],
+    "es": ["Los barcos de pesca esperan en el puerto hasta que la niebla se levanta sobre el agua gris.",
+           "Los niños corren por la playa y recogen conchas antes de que vuelva la marea.",
+           "Cada invierno las tormentas ponen a prueba los viejos muros de piedra del pueblo."],
+    "it": ["Le barche da pesca aspettano nel porto finché la nebbia non si alza sull'acqua grigia.",
+           "I bambini corrono lungo la spiaggia e raccolgono conchiglie prima che torni la marea.",
+           "Ogni inverno le tempeste mettono alla prova i vecchi muri di pietra del paese."],
+    "pt": ["Os barcos de pesca esperam no porto até que o nevoeiro se levante sobre a água cinzenta.",
+           "As crianças correm pela praia e apanham conchas antes que a maré volte.",
+           "Todos os invernos as tempestades põem à prova os velhos muros de pedra da vila."],
+    "pl": ["Łodzie rybackie czekają w porcie, aż mgła podniesie się nad szarą wodą.",
+           "Dzieci biegają po plaży i zbierają muszle, zanim wróci przypływ.",
+           "Każdej zimy burze wystawiają na próbę stare kamienne mury miasteczka."],
+    "sw": ["Boti za wavuvi zinasubiri bandarini hadi ukungu uondoke juu ya maji.",
+           "Watoto wanakimbia ufukweni na kuokota makombe kabla maji hayajarudi.",
+           "Kila mwaka dhoruba hupiga kuta za zamani za mawe za mji mdogo."],
+    "fi": ["Kalastusveneet odottavat satamassa, kunnes sumu nousee harmaan veden yltä.",
+           "Lapset juoksevat rannalla ja keräävät simpukoita ennen kuin vuorovesi palaa.",
+           "Joka talvi myrskyt koettelevat pikkukaupungin vanhoja kivimuureja."],
+    "ru": ["Рыбацкие лодки ждут в гавани, пока туман не поднимется над серой водой.",
+           "Дети бегают по пляжу и собирают ракушки, пока не вернулся прилив.",
+           "Каждую зиму штормы испытывают старые каменные стены маленького города."]}
 
 
 def sentence(rng: random.Random, commas: bool = True) -> str:
@@ -350,6 +393,33 @@ def _no_comma(rng):
     return {}, paragraph(rng, commas=rng.random() < 0.5)
 
 
+def lang_text(rng: random.Random, language: str) -> str:
+    """One of the 40 texts of `language` (an ordered pick of one to three of its four sentences)."""
+    pool = [LANGS[language], *MORE_LANGS[language]]
+    return " ".join(rng.sample(pool, rng.randint(1, 3)))
+
+
+def _response_language_distinct(rng):
+    language = rng.choice(list(LANGS))
+    written = language if rng.random() < 0.5 else rng.choice(list(LANGS))
+    text = lang_text(rng, written)
+    if rng.random() < 0.15:
+        text = text + " " + lang_text(rng, "en")
+    return {"language": language}, text
+
+
+def _english_capital_distinct(rng):
+    roll = rng.random()
+    return {}, paragraph(rng).upper() if roll < 0.5 else lang_text(rng, "fr").upper() if roll < 0.65 else \
+        paragraph(rng).upper() + " ok" if roll < 0.8 else paragraph(rng)
+
+
+def _english_lowercase_distinct(rng):
+    roll = rng.random()
+    return {}, paragraph(rng).lower() if roll < 0.5 else lang_text(rng, "de").lower() if roll < 0.65 else \
+        paragraph(rng).lower() + " I" if roll < 0.8 else paragraph(rng)
+
+
 GENERATORS = {
     "keywords:existence": _keywords_existence,
     "keywords:frequency": _keyword_frequency,
@@ -379,44 +449,60 @@ GENERATORS = {
 }
 
 
-def make_pairs(per_type: int, seed: int) -> list[tuple[str, dict, str]]:
+# The types whose check detects the language, and their generators for the distinct corpus
+DETECTED = {"language:response_language": _response_language_distinct,
+            "change_case:english_capital": _english_capital_distinct,
+            "change_case:english_lowercase": _english_lowercase_distinct}
+
+
+def make_pairs(per_type: int, seed: int, distinct: bool = False) -> list[tuple[str, dict, str]]:
+    """The corpus. With `distinct`, no text whose language is detected occurs twice."""
     rng = random.Random(seed)
-    pairs = []
+    pairs, seen = [], set()
     for instruction_id, generate in GENERATORS.items():
+        fresh = distinct and instruction_id in DETECTED
         for _ in range(per_type):
-            kwargs, response = generate(rng)
+            for _ in range(1000):
+                kwargs, response = (DETECTED[instruction_id] if fresh else generate)(rng)
+                if not fresh or response not in seen:
+                    break
+            else:
+                raise SystemExit(f"could not draw {per_type} distinct texts for {instruction_id}")
+            seen.add(response)
             if rng.random() < 0.2:  # a chatty first line or markdown emphasis: where loose mode differs
                 response = rng.choice(["Sure, here you go:\n", "**Answer**\n", "*"]) + response
             pairs.append((instruction_id, kwargs, response))
     return pairs
 
 
+def detected_texts(pairs) -> tuple[int, int]:
+    """How many texts of `pairs` have their language detected (strict mode), and how many distinct."""
+    texts = [r for i, _, r in pairs if i in DETECTED]
+    return len(texts), len(set(texts))
+
+
 # --- the run ----------------------------------------------------------------------------
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--per-type", type=int, default=90, help="pairs per instruction type (25 types)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--show", type=int, default=10, help="print this many disagreements")
-    args = parser.parse_args(argv)
-
+def measure(utils, pairs, show: int, rounds: int) -> dict:
+    """Both sides' decisions on `pairs`, strict and loose: agreement, and decisions per CPU-second
+    (the median of `rounds` alternating runs, so that a load change on a shared machine hits both)."""
     from rlvr.verifiers.instructions import check_instruction
     from rlvr.verifiers.instructions.checks import check_arguments, detect_language
 
-    utils = load_peer()
-    pairs = make_pairs(args.per_type, args.seed)
-    decisions = {}
-    for name, decide in (
-        ("rlvr", lambda i, k, r, loose: check_instruction(r, i, check_arguments(i, k), "loose" if loose else "strict")
-         is None),
-        ("peer", lambda i, k, r, loose: peer_decide(utils, i, k, r, loose)),
-    ):
+    sides = {"rlvr": lambda i, k, r, loose: check_instruction(r, i, check_arguments(i, k),
+                                                              "loose" if loose else "strict") is None,
+             "peer": lambda i, k, r, loose: peer_decide(utils, i, k, r, loose)}
+    decisions, seconds = {}, {name: [] for name in sides}
+    for decide in sides.values():
         decide(*pairs[0][:3], False)  # warm-up (imports, langdetect profiles), not timed
-        detect_language.cache_clear()  # no result carried over from the warm-up
-        started = time.perf_counter()
-        decisions[name] = [decide(i, k, r, loose) for i, k, r in pairs for loose in (False, True)]
-        decisions[name + "_s"] = time.perf_counter() - started
+    for _ in range(rounds):
+        for name, decide in sides.items():
+            detect_language.cache_clear()  # no result carried over from the warm-up, a round or a corpus
+            started = time.process_time()
+            decisions[name] = [decide(i, k, r, loose) for i, k, r in pairs for loose in (False, True)]
+            seconds[name].append(time.process_time() - started)
+    decisions.update({name + "_s": statistics.median(seconds[name]) for name in sides})
 
     agree = [a == b for a, b in zip(decisions["rlvr"], decisions["peer"])]
     per_type = Counter()
@@ -425,27 +511,51 @@ def main(argv=None) -> dict:
     followed = sum(decisions["peer"])
     shown = 0
     for n, same in enumerate(agree):
-        if not same and shown < args.show:
+        if not same and shown < show:
             instruction_id, kwargs, response = pairs[n // 2]
             print(f"DISAGREE {instruction_id} {'loose' if n % 2 else 'strict'} rlvr={decisions['rlvr'][n]} "
                   f"kwargs={kwargs} response={response!r:.300}")
             shown += 1
     decided = len(agree)
+    texts, distinct = detected_texts(pairs)
     print(f"{len(pairs)} pairs x 2 modes = {decided} decisions; peer says followed in {followed} "
-          f"({followed / decided:.1%}), violated in {decided - followed}")
+          f"({followed / decided:.1%}), violated in {decided - followed}; {texts} texts with a language "
+          f"to detect, {distinct} distinct")
     print("disagreements by type: " + (", ".join(f"{k} {v}" for k, v in per_type.items() if v) or "none"))
     result = {
         "pairs": len(pairs),
         "decisions": decided,
+        "detected_texts": texts,
+        "distinct_detected_texts": distinct,
         "agreement": round(sum(agree) / decided, 5),
         "rlvr_per_s": round(decided / decisions["rlvr_s"], 1),
         "peer_per_s": round(decided / decisions["peer_s"], 1),
         "followed_fraction": round(followed / decided, 3),
-        "loadavg_1m": round(os.getloadavg()[0], 2),
     }
     result["speed_ratio"] = round(result["rlvr_per_s"] / result["peer_per_s"], 2)
-    print(f"rlvr {result['rlvr_per_s']} decisions/s, peer {result['peer_per_s']} decisions/s "
-          f"(ratio {result['speed_ratio']}), load {result['loadavg_1m']}")
+    return result
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-type", type=int, default=90, help="pairs per instruction type (25 types)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--show", type=int, default=10, help="print this many disagreements")
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs of each side per corpus (median)")
+    args = parser.parse_args(argv)
+
+    utils = load_peer()
+    results = {}
+    for corpus in ("distinct", "repeated"):
+        print(f"== {corpus} corpus")
+        results[corpus] = measure(utils, make_pairs(args.per_type, args.seed, distinct=corpus == "distinct"),
+                                  args.show, args.rounds)
+        r = results[corpus]
+        print(f"{corpus}: rlvr {r['rlvr_per_s']} decisions/CPU-s, peer {r['peer_per_s']} decisions/CPU-s "
+              f"(ratio {r['speed_ratio']})")
+    result = {**results["distinct"], "repeated": results["repeated"], "loadavg_1m": round(os.getloadavg()[0], 2)}
+    print(f"headline (distinct texts): ratio {result['speed_ratio']}; repeated texts: ratio "
+          f"{result['repeated']['speed_ratio']}; load {result['loadavg_1m']}")
     print("RESULT " + json.dumps(result))
     return result
 
