@@ -1,6 +1,7 @@
 """LoRA training through peft, CI-sized (tiny random model, toy env): the optimizer holds only the
-adapters, the KL reference is the base model with its adapters disabled, a LoRA run resumes
-exactly from an adapter-only checkpoint, and `rlvr export` writes the merged model."""
+adapters, the KL reference is the base model with its adapters disabled, fp32 CPU sampling runs
+through packed merged weights W + BA that sample the same tokens, a LoRA run resumes exactly from an
+adapter-only checkpoint, and `rlvr export` writes the merged model."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import torch
 
 from rlvr.cli import main as rlvr_main
 from rlvr.trainer.config import TrainConfig, load_config
+from rlvr.trainer.groups import make_envs, rollout
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.metrics import read_jsonl
 from rlvr.trainer.models import load_model
+from rlvr.trainer.packed_weights import can_pack
 
 TIMING = {"step_s", "gen_s", "tokens_per_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
@@ -69,7 +72,38 @@ def test_reference_is_the_base_model_with_adapters_disabled(lora_run):
     assert (_logprobs(trainer.model) - reference).abs().max() > 1e-3  # the adapters do change the policy
     assert records[0]["kl"] == 0.0 and records[-1]["kl"] > 0  # B = 0 at the start: policy = reference
     layer = trainer.model.base_model.model.model.layers[0].self_attn.q_proj
-    assert not layer.merged  # sampling ran through the adapters, nothing was merged
+    assert not layer.merged  # the base weights were never merged in place (sampling packs a merged copy: below)
+
+
+def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
+    """On a CPU in fp32 the trainer samples through one packed copy per LoRA layer of its merged weight
+    W + (alpha / rank) B A: each layer computes exactly that, and the tokens sampled (same seeds) are the
+    tokens sampled through the base layers and adapters unpacked."""
+    trainer, _, _, _ = lora_run
+    model, tok = trainer.model, trainer.tokenizer
+    layers = [m for m in model.modules() if hasattr(m, "lora_B") and hasattr(m, "base_layer")]
+    assert layers and not trainer.sample_bf16 and can_pack(model)
+    torch.manual_seed(0)
+    with torch.no_grad(), trainer._packed(trainer.sample_bf16, rows=32):  # the trainer's sampling region
+        for m in layers:
+            assert "forward" in vars(m) and not vars(m.base_layer).get("forward")  # one packed product
+            a, b = m.lora_A["default"].weight, m.lora_B["default"].weight
+            assert m.scaling["default"] == 2.0  # alpha 16 / rank 8
+            x = torch.randn(5, a.shape[1])
+            merged = m.base_layer.weight + m.scaling["default"] * (b @ a)
+            torch.testing.assert_close(m(x), torch.nn.functional.linear(x, merged, m.base_layer.bias),
+                                       rtol=1e-5, atol=1e-5)
+            assert (m(x) - m.base_layer(x)).abs().max() > 1e-3  # the trained adapters move every layer
+    envs = make_envs(TOY["env"], {}, 4)
+    kwargs = dict(seed=7, group_size=8, max_new_tokens=8)
+    with trainer._packed(trainer.sample_bf16, rows=32):
+        packed = rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
+    assert not any("forward" in vars(m) for m in model.modules())  # unpacked again
+    dense = rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
+    assert [g.completion_ids for g in packed] == [g.completion_ids for g in dense]
+    for p, d in zip(packed, dense):
+        for lp_p, lp_d in zip(p.sample_logps, d.sample_logps):
+            assert lp_p == pytest.approx(lp_d, abs=1e-4)
 
 
 def test_lora_run_resumes_exactly_from_an_adapter_checkpoint(lora_run, tmp_path):

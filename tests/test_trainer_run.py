@@ -123,7 +123,7 @@ def test_two_process_step_equals_the_single_process_step(tmp_path):
     single.train()
     config = _write_config(tmp_path / "ddp.yaml", **settings)
     done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",  # a free port
          "-m", "rlvr", "train", "--config", str(config), "--run-dir", str(tmp_path / "two")],
         env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
