@@ -18,7 +18,8 @@ TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(
 
 
 class FlakyCheck(MathSelfCheckEnv):
-    """The self-check env, whose second turn's scoring 'fails' (an infrastructure error) for odd-length turns."""
+    """The self-check env, whose second turn's scoring 'fails' (an infrastructure error) for odd-length turns
+    and otherwise gives (its length mod 10) / 10: a tiny random model's episodes get different rewards."""
 
     def step(self, action):
         obs, reward, term, trunc, info = super().step(action)
@@ -26,6 +27,9 @@ class FlakyCheck(MathSelfCheckEnv):
             score = Score(0.0, "error", info={"sandbox": "down"})
             info = {**self.outcome(score), "final_reward": 0.0}
             reward = 0.0
+        elif term:
+            reward = len(action) % 10 / 10
+            info = {**info, "final_reward": reward}
         return obs, reward, term, trunc, info
 
 
@@ -121,11 +125,12 @@ def test_error_episodes_are_left_out_of_advantages_and_counted(tiny):
     assert errors > 0, "the flaky env should fail some episodes"
     assert sum(len(g.infos) for g in groups) == 3 * 4 - errors
     assert not any(is_error(i) for g in groups for i in g.infos)
+    # the case at stake: a group that lost episodes and still has different rewards
+    assert any(g.errors and max(g.rewards) != min(g.rewards) for g, _ in kept), [(g.errors, g.rewards) for g in groups]
     for g, adv in kept:  # the statistics of each group are those of its remaining episodes only
         assert len(adv) == len(g.rewards) >= 2
         expected = group_advantages(torch.tensor([g.rewards]), "group", "sample", 1e-4)[0]
-        if max(g.rewards) != min(g.rewards):
-            assert torch.allclose(adv, expected)
+        assert torch.allclose(adv, expected), (g.rewards, adv)  # all 0 for equal rewards
     record = trainer._record(groups, kept, {"clipped": 0, "kl": 0, "tokens": 0, "entropy": 0, "entropy_tokens": 0,
                                             "grad_norm": 0, "updates": 0, "sampler_kl": 0}, 0.0, 1.0, 1.0, cfg)
     assert record["errors"] == errors and record["turns_mean"] == 2.0
