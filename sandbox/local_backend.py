@@ -3,8 +3,8 @@
 Use it only where the whole machine is a throwaway sandbox (a CI runner, a VM per job) or
 for measuring what isolation costs. The tester still keeps tests and expected values out of
 the program's process, and each job still gets rlimits (CPU, address space, file size), a
-fresh temporary directory, a clean environment and a kill of its whole process tree at the
-deadline. But the program runs as *your* user: it can read your files, reach the network,
+fresh temporary directory, a clean environment and a kill of its whole process tree when its
+main process ends or at the deadline. But the program runs as *your* user: it can read your files, reach the network,
 and signal or trace your processes. It is never picked unless asked for by name.
 """
 
