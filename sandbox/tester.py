@@ -6,8 +6,8 @@ here; the program runs in a runner process (`runner.py`) and its functions appea
 
 The program's main process decides when the program has ended: once it exits, any process
 it left running (a detached child, a daemon, a grandchild holding stdout) is killed and
-counted (`leftover_processes`), and changes nothing else in the verdict. Its output after
-that moment is never read.
+counted (`leftover_processes`), and changes nothing else in the verdict. The output pipes
+are then drained once, never waited on, so a leftover holding one open cannot stall a job.
 """
 
 from __future__ import annotations
