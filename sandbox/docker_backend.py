@@ -90,16 +90,17 @@ def remove_stale_containers(client) -> int:
     """Remove sandbox containers whose owning process on this host is gone (best effort).
 
     Started containers clean up after themselves (`StdinOnce`); this catches the ones a
-    crash left between create and start.
+    crash left between create and start. It lists without inspecting each container, since
+    other pools' containers come and go meanwhile.
     """
     removed = 0
     here = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        host, _, pid = container.labels.get(f"{LABEL}.owner", "").rpartition(":")
+    for container in client.api.containers(all=True, filters={"label": LABEL}):
+        host, _, pid = (container.get("Labels") or {}).get(f"{LABEL}.owner", "").rpartition(":")
         if host != here or not pid.isdigit() or _alive(int(pid)):
             continue
         try:
-            container.remove(force=True)
+            client.api.remove_container(container["Id"], force=True)
             removed += 1
         except Exception:
             pass

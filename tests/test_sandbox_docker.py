@@ -6,13 +6,17 @@ Without an engine these tests skip with the reason, unless CI is set: then they 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import socket
+import subprocess
 import threading
 import time
 
 import pytest
 from conftest import require_docker
 
+from rlvr.sandbox.docker_backend import LABEL, remove_stale_containers
 from rlvr.sandbox.pool import SandboxPool
 from rlvr.sandbox.protocol import Job, Limits
 from rlvr.verifiers.code import CodeVerifier
@@ -213,3 +217,21 @@ def test_a_forked_child_exiting_does_not_take_the_pool_down(pool):
     after = pool.run(job(GOOD))
     assert before.status == after.status == "passed"
     assert {before.worker, after.worker} <= {w.ident for w in pool._workers}
+
+
+def test_stale_containers_are_removed_only_when_their_owner_is_gone(pool):
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no live process has
+    here = socket.gethostname()
+    owners = {"dead": f"{here}:{gone.pid}", "alive": f"{here}:{os.getpid()}", "other_host": f"elsewhere:{gone.pid}"}
+    made = {name: pool._client.containers.create(pool.image, command=["true"],
+                                                 labels={LABEL: "1", f"{LABEL}.owner": owner})
+            for name, owner in owners.items()}
+    try:
+        assert remove_stale_containers(pool._client) >= 1
+        left = {c["Id"] for c in pool._client.api.containers(all=True, filters={"label": LABEL})}
+        assert {name for name, c in made.items() if c.id in left} == {"alive", "other_host"}
+    finally:
+        for container in made.values():
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
