@@ -15,6 +15,7 @@ import os
 
 import pytest
 from conftest import require_docker
+from host_listener import bridge_gateway, listening, wait_for
 
 from rlvr.sandbox.pool import SandboxPool, SandboxUnavailable
 from rlvr.sandbox.protocol import Job
@@ -207,13 +208,27 @@ def test_the_binary_is_compiled_once_per_job(pool):
     assert (result.status, result.passed) == ("passed", 4), result.tests
 
 
+# Connects to the host's address on Docker's bridge, says hello, prints whether it got through.
+REACH_C = ('#include <stdio.h>\n#include <unistd.h>\n#include <sys/socket.h>\n#include <netinet/in.h>\n'
+           '#include <arpa/inet.h>\nint main(void){int s=socket(AF_INET,SOCK_STREAM,0);struct sockaddr_in a={0};'
+           'a.sin_family=AF_INET;a.sin_port=htons(PORT);inet_pton(AF_INET,"HOST",&a.sin_addr);'
+           'if(connect(s,(struct sockaddr*)&a,sizeof a)!=0){puts("isolated");return 0;}'
+           'write(s,"TAG",3);puts("reached");return 0;}\n')
+
+
 def test_no_network_in_compiled_programs(pool):
-    code = ('#include <stdio.h>\n#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\n'
-            "int main(void){int s=socket(AF_INET,SOCK_STREAM,0);struct sockaddr_in a={0};a.sin_family=AF_INET;"
-            'a.sin_port=htons(53);inet_pton(AF_INET,"1.1.1.1",&a.sin_addr);'
-            'puts(connect(s,(struct sockaddr*)&a,sizeof a)==0?"reached":"isolated");return 0;}\n')
-    result = pool.run(Job(code=code, io_tests=[{"input": "", "output": "isolated\n"}], language="c"))
-    assert result.status == "passed", result.tests
+    host = bridge_gateway(pool._client)
+    with listening() as (port, received):
+        code = REACH_C.replace("PORT", str(port)).replace("HOST", host)
+        result = pool.run(Job(code=code.replace("TAG", "box"), io_tests=[{"input": "", "output": "isolated\n"}],
+                              language="c"))
+        assert result.status == "passed", result.tests
+        # The same program in the same image with networking reaches the listener.
+        bridged = pool._client.containers.run(
+            pool.image, ["sh", "-c", 'cd /tmp && printf "%s" "$SRC" > m.c && gcc -o m m.c && ./m'],
+            environment={"SRC": code.replace("TAG", "net")}, network_mode="bridge", remove=True)
+        assert bridged.decode() == "reached\n"
+        assert wait_for(received, 1) == ["net"]
 
 
 def test_compile_limits_hold(pool):

@@ -1,17 +1,13 @@
 """The sandboxed `python` tool: notebook state within an episode, limits, isolation (needs Docker)."""
 
-import contextlib
-import ipaddress
 import json
-import socket
 import subprocess
 import sys
-import threading
-import time
 
 import gymnasium as gym
 import pytest
 from conftest import require_docker
+from host_listener import bridge_gateway, listening, wait_for
 
 import rlvr.envs  # noqa: F401  (registers rlvr/ToolMath-v0)
 from rlvr.envs.python_tool import PythonTool
@@ -44,32 +40,6 @@ def test_limits_time_memory_output(tool):
     assert tool("2 + 2") == "4"  # the notebook goes on after each
 
 
-@pytest.fixture
-def listener():
-    """A TCP server on every address of this host; records the first line each client sends."""
-    server = socket.create_server(("0.0.0.0", 0))
-    server.settimeout(0.1)
-    received, stop = [], threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(5)
-                with contextlib.suppress(OSError):
-                    received.append(conn.recv(200).decode())
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], received
-    stop.set()
-    thread.join()
-    server.close()
-
-
 # Connects to each host address and says who it is; prints the addresses it reached.
 REACH = """import socket
 reached = []
@@ -83,32 +53,22 @@ for host in {hosts!r}:
 print('reached', reached)"""
 
 
-def _bridge_gateway(client):
-    """The host's address on Docker's default bridge: what a container with networking reaches."""
-    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
-
-
-def test_code_runs_isolated(tool, listener):
+def test_code_runs_isolated(tool):
     tool.reset()
     assert "/work" not in tool("import os\nprint(os.listdir('/'))")
     assert tool("import os\nos.getuid()") != "0"
-    port, received = listener
     pool = tool.pool()
-    hosts = ["127.0.0.1", _bridge_gateway(pool._client)]  # the host's loopback, the host seen from a container
-    assert tool(REACH.format(hosts=hosts, port=port, tag="sandbox")) == "reached []"
-    # The same code unisolated reaches the listener: on the host, and in the same image with networking.
-    on_host = subprocess.run([sys.executable, "-c", REACH.format(hosts=hosts, port=port, tag="host")],
-                             capture_output=True, text=True, timeout=30).stdout
-    assert on_host.strip() == f"reached {hosts}"
-    bridged = pool._client.containers.run(pool.image, ["python3", "-c", REACH.format(hosts=hosts[1:], port=port,
-                                                                                   tag="bridged")],
-                                          network_mode="bridge", remove=True).decode()
-    assert bridged.strip() == f"reached {hosts[1:]}"
-    deadline = time.monotonic() + 10
-    while len(received) < 3 and time.monotonic() < deadline:  # the listener records the last message
-        time.sleep(0.05)
-    assert sorted(received) == sorted([f"host {hosts[0]}", f"host {hosts[1]}", f"bridged {hosts[1]}"]), received
+    hosts = ["127.0.0.1", bridge_gateway(pool._client)]  # the host's loopback, the host seen from a container
+    with listening() as (port, received):
+        assert tool(REACH.format(hosts=hosts, port=port, tag="sandbox")) == "reached []"
+        # The same code unisolated reaches the listener: on the host, and in the same image with networking.
+        on_host = subprocess.run([sys.executable, "-c", REACH.format(hosts=hosts, port=port, tag="host")],
+                                 capture_output=True, text=True, timeout=30).stdout
+        assert on_host.strip() == f"reached {hosts}"
+        bridged = pool._client.containers.run(pool.image, ["python3", "-c", REACH.format(
+            hosts=hosts[1:], port=port, tag="bridged")], network_mode="bridge", remove=True).decode()
+        assert bridged.strip() == f"reached {hosts[1:]}"
+        assert wait_for(received, 3) == sorted([f"host {hosts[0]}", f"host {hosts[1]}", f"bridged {hosts[1]}"])
 
 
 def test_tool_math_episode_end_to_end(tool):
