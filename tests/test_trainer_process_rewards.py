@@ -33,6 +33,7 @@ def test_group_token_advantages_by_hand(tok):
     # step rewards 1, 0, 0.5: mean 0.5, population std sqrt(1/6); normalised +-sqrt(1.5) and 0
     z = 0.5 / (1 / 6) ** 0.5
     first_end = token_ends(tok, a, [3])[0]
+    assert 0 <= first_end < len(a) - 1  # "one" ends before the last token: neither slice below is empty
     assert torch.allclose(adv[0, :first_end + 1], torch.tensor(z - z))  # steps 1 and 2 both end after these
     assert torch.allclose(adv[0, first_end + 1:len(a)], torch.tensor(-z))  # only step 2 ends after these
     assert torch.all(adv[1] == 0)  # its one step is the group mean; padding stays 0
