@@ -11,14 +11,17 @@ rlvr sees the task through the env contract: a small gymnasium env serves prompt
 TRL runs in fp32 (the peer sets bf16=False). rlvr is measured against the same TRL run as
 `fp32` (fp32 throughout, TRL's precision) and `bf16-sampling` (sampling under bf16 autocast,
 training in fp32, tokens reweighted by the truncated importance weight); each row says which.
-The `lora` variant trains LoRA adapters (peft, rank `--lora-rank`, alpha 2 x rank, every linear
-layer of the decoder) and is compared with TRL's GRPOTrainer given the same `peft_config` (the
-peer script run unchanged, with that one argument added), and with rlvr's fp32 full fine-tuning
-row of the same run.
+The `lora` variant trains LoRA adapters (peft, rank `--rank`, alpha 2 x rank, every linear layer
+of the decoder) and is compared with TRL's GRPOTrainer given the same `peft_config` (the peer script
+run unchanged, with that one argument added, on the same model, steps and geometry: each row checks
+that both sides ran the setup asked for), and with rlvr's fp32 full fine-tuning row of the same run.
+Each row gives both sides' mean generated tokens per step: a trainer that generates longer
+completions does more work, so a row where the two differ much is not like for like.
+`--repeats N` runs each side N times per row, alternating which goes first, and reports the
+median of the N paired ratios (on a shared machine, drift then hits both sides alike).
 
-    python bench/trainer_step.py                 # the three configurations of the issue
-    python bench/trainer_step.py --only tiny     # one configuration
-    python bench/trainer_step.py --only smollm2 --variants fp32,lora   # LoRA rows beside full fine-tuning
+    python bench/trainer_step.py                 # every configuration, full fine-tuning and LoRA rows
+    python bench/trainer_step.py --only smollm2 --variants lora --repeats 3   # the LoRA rows
 Ends with `RESULT {"configs": [...]}`.
 """
 
@@ -119,21 +122,25 @@ def run_rlvr_worker(args) -> dict:
     return res
 
 
-def run_trl_peft_worker(args) -> int:
-    """The peer script, unchanged, with TRL's GRPOTrainer given a LoRA `peft_config` of `args.lora_rank`."""
+def run_trl_peft_worker(rank: int, peer_args: list[str]) -> int:
+    """The peer script, unchanged, with TRL's GRPOTrainer given a LoRA `peft_config` of `rank`.
+
+    `peer_args` go to the peer's own parser untouched: parsed here first, `--model`, `--steps`, `-G`
+    and `-P` were taken by this script's options of the same names, and the peer ran its defaults
+    (the tiny random model, 3 steps), which is how an earlier LoRA row compared SmolLM2 with it."""
     sys.path.insert(0, str(PEER_DIR))
     import trl
     import trl_grpo_step as peer
     from peft import LoraConfig
 
-    config = LoraConfig(r=args.lora_rank, lora_alpha=2 * args.lora_rank, lora_dropout=0.0, target_modules="all-linear")
+    config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear")
 
     class PeftGRPOTrainer(trl.GRPOTrainer):
         def __init__(self, *a, **kw):
             super().__init__(*a, peft_config=config, **kw)
 
     trl.GRPOTrainer = PeftGRPOTrainer
-    peer.main(args.peer_args)
+    peer.main(peer_args)
     return 0
 
 
@@ -146,10 +153,35 @@ def _run(cmd: list[str]) -> dict:
     return json.loads(lines[-1][len("RESULT_JSON "):])
 
 
+def _side(runs: list[dict], expect: dict) -> dict:
+    """One trainer's figures over `runs` (medians across repeats); refuses a run of another setup."""
+    for r in runs:
+        got = {k: r[k] for k in expect if k in r}
+        if got != {k: expect[k] for k in got}:
+            raise RuntimeError(f"{r.get('trainer')} ran {got}, not {expect}")
+        if len(r["step_s"]) != expect["steps"]:
+            raise RuntimeError(f"{r.get('trainer')} recorded {len(r['step_s'])} steps, not {expect['steps']}")
+    med = statistics.median
+    return {
+        "s_per_step": med(r["median_step_s_excl_first"] for r in runs),
+        "cpu_s_per_step": med(r["median_step_cpu_s"] for r in runs),
+        "peak_rss_mb": med(r["peak_rss_during_train_mb"] for r in runs),
+        "tokens_per_step": round(med(statistics.fmean(r["gen_tokens_per_step"]) for r in runs), 1),
+        "step_s": [r["step_s"] for r in runs],
+        "tokens": [r["gen_tokens_per_step"] for r in runs],
+    }
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--trl-peft-worker"]:  # --trl-peft-worker RANK PEER_ARGS...: nothing parsed here
+        return run_trl_peft_worker(int(argv[1]), argv[2:])
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=8,
                    help="optimizer steps per trainer (the first is warm-up); fewer make a noisy median")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs of each trainer per row, alternating which goes first; the row gives medians "
+                        "and the median of the per-repeat ratios (a shared machine's drift hits both alike)")
     p.add_argument("--only", help="run only the configurations whose name contains this")
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads for both trainers (0 = torch's default); 1 resists a crowded machine better")
@@ -160,18 +192,12 @@ def main(argv=None) -> int:
     p.add_argument("-L", type=int, default=32, help=argparse.SUPPRESS)
     p.add_argument("--sample-dtype", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--lora-rank", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--trl-peft-worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--rank", type=int, default=16, help="LoRA rank of the lora variant (both trainers)")
-    p.add_argument("--variants", default="fp32,bf16-sampling",
+    p.add_argument("--variants", default="fp32,bf16-sampling,lora",
                    help="rlvr settings to measure: fp32 (TRL's precision throughout), bf16-sampling "
                         "(sampling in bf16, training in fp32, with the importance-weight correction) and/or lora "
                         "(adapters of --rank, against TRL + PEFT at that rank)")
-    args, rest = p.parse_known_args(argv)
-    if args.trl_peft_worker:
-        args.peer_args = rest
-        return run_trl_peft_worker(args)
-    if rest:
-        p.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = p.parse_args(argv)
     if args.worker:
         run_rlvr_worker(args)
         return 0
@@ -183,46 +209,63 @@ def main(argv=None) -> int:
         if args.only and args.only not in c["name"]:
             continue
         geometry = ["-G", str(c["G"]), "-P", str(c["P"]), "--threads", str(args.threads)]
-        load = os.getloadavg()[0]
-        t0 = time.perf_counter()
+        expect = {"model": c["model"], "num_generations": c["G"], "prompts_per_step": c["P"],
+                  "max_completion_length": c["L"], "steps": args.steps}
         peer_args = ["--model", c["model"], *geometry, "--max-completion-length", str(c["L"]), "--steps", str(args.steps)]
         variants = args.variants.split(",")
-        trl_full = _run([sys.executable, str(PEER), *peer_args]) if variants != ["lora"] else None
+        trl_full_runs: list[dict] = []
         full = None
         for variant in variants:
             lora = ["--lora-rank", str(args.rank)] if variant == "lora" else []
-            trl = trl_full
+            trl_cmd = [sys.executable, str(PEER), *peer_args]
             if lora:
-                trl = _run([sys.executable, __file__, "--trl-peft-worker", "--lora-rank", str(args.rank), *peer_args])
-            ours = _run([sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
-                         "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant], *lora])
+                trl_cmd = [sys.executable, __file__, "--trl-peft-worker", str(args.rank), *peer_args]
+            ours_cmd = [sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
+                        "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant], *lora]
+            load = [round(os.getloadavg()[0], 2)]
+            t0 = time.perf_counter()
+            ours_runs, trl_runs = [], [] if lora else trl_full_runs
+            for i in range(args.repeats):
+                order = ("trl", "ours") if i % 2 == 0 else ("ours", "trl")
+                for who in order:
+                    if who == "ours":
+                        ours_runs.append(_run(ours_cmd))
+                    elif len(trl_runs) <= i:  # the full fine-tuning peer is shared by the fp32 and bf16 rows
+                        trl_runs.append(_run(trl_cmd))
+                load.append(round(os.getloadavg()[0], 2))
+            ours, trl = _side(ours_runs, {**expect, "model": c["model"]}), _side(trl_runs[:args.repeats], expect)
+            ratios = [o["median_step_s_excl_first"] / t["median_step_s_excl_first"] for o, t in zip(ours_runs, trl_runs)]
             row = {
                 "name": c["name"],
                 "rlvr_precision": variant,
-                "rlvr_s_per_step": ours["median_step_s_excl_first"],
-                "trl_s_per_step": trl["median_step_s_excl_first"],
-                "step_ratio": round(ours["median_step_s_excl_first"] / trl["median_step_s_excl_first"], 3),
-                "rlvr_peak_rss_mb": ours["peak_rss_during_train_mb"],
-                "trl_peak_rss_mb": trl["peak_rss_during_train_mb"],
-                "rss_ratio": round(ours["peak_rss_during_train_mb"] / trl["peak_rss_during_train_mb"], 3),
+                "trl_peer": f"trl+peft r={args.rank}" if lora else "trl full fine-tuning",
+                "rlvr_s_per_step": ours["s_per_step"],
+                "trl_s_per_step": trl["s_per_step"],
+                "step_ratio": round(statistics.median(ratios), 3),
+                "step_ratios": [round(r, 3) for r in ratios],
+                "rlvr_tokens_per_step": ours["tokens_per_step"],
+                "trl_tokens_per_step": trl["tokens_per_step"],
+                "rlvr_peak_rss_mb": ours["peak_rss_mb"],
+                "trl_peak_rss_mb": trl["peak_rss_mb"],
+                "rss_ratio": round(ours["peak_rss_mb"] / trl["peak_rss_mb"], 3),
                 # process CPU seconds per step: less sensitive than wall time to other jobs on the machine
-                "rlvr_cpu_s_per_step": ours["median_step_cpu_s"],
-                "trl_cpu_s_per_step": trl["median_step_cpu_s"],
-                "cpu_ratio": round(ours["median_step_cpu_s"] / trl["median_step_cpu_s"], 3),
+                "rlvr_cpu_s_per_step": ours["cpu_s_per_step"],
+                "trl_cpu_s_per_step": trl["cpu_s_per_step"],
+                "cpu_ratio": round(ours["cpu_s_per_step"] / trl["cpu_s_per_step"], 3),
+                "rlvr_sampling_s": statistics.median(r["median_sampling_s"] for r in ours_runs),
+                "trl_generate_s": round(statistics.median(r["total_generate_s"] / len(r["step_s"]) for r in trl_runs), 3),
+                "load_avg": load,
             }
             if variant == "fp32":
                 full = ours
-            if lora:  # the peer is TRL + PEFT at the same rank; also against rlvr's full fine-tuning
-                row["trl_peer"] = f"trl+peft r={args.rank}"
-                if full is not None:
-                    row["rlvr_full_s_per_step"] = full["median_step_s_excl_first"]
-                    row["rlvr_full_peak_rss_mb"] = full["peak_rss_during_train_mb"]
-                    row["step_ratio_vs_full"] = round(ours["median_step_s_excl_first"] / full["median_step_s_excl_first"], 3)
-                    row["rss_ratio_vs_full"] = round(ours["peak_rss_during_train_mb"] / full["peak_rss_during_train_mb"], 3)
+            if lora and full is not None:  # also against rlvr's full fine-tuning of the same run
+                row["rlvr_full_s_per_step"] = full["s_per_step"]
+                row["rlvr_full_peak_rss_mb"] = full["peak_rss_mb"]
+                row["step_ratio_vs_full"] = round(ours["s_per_step"] / full["s_per_step"], 3)
+                row["rss_ratio_vs_full"] = round(ours["peak_rss_mb"] / full["peak_rss_mb"], 3)
             results.append(row)
-            print(f"{c['name']} ({variant}): rlvr {ours['step_s']} s/step (zero-variance groups "
-                  f"{ours['zero_var_frac']}, tokens {ours['gen_tokens_per_step']}) | trl {trl['step_s']} s/step "
-                  f"(tokens {trl['gen_tokens_per_step']}) | load avg {load:.2f} -> {os.getloadavg()[0]:.2f} "
+            print(f"{c['name']} ({variant}): rlvr {ours['step_s']} s/step (tokens {ours['tokens']}) | "
+                  f"{row['trl_peer']} {trl['step_s']} s/step (tokens {trl['tokens']}) | load avg {load} "
                   f"| {time.perf_counter() - t0:.0f} s")
             print("  " + json.dumps(row), flush=True)
     print("RESULT " + json.dumps({"configs": results}))

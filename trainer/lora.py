@@ -49,10 +49,6 @@ def wrap(model, options: dict):
     return get_peft_model(model, config)
 
 
-def is_lora(model) -> bool:
-    return type(model).__module__.startswith("peft.")
-
-
 def adapter_state(model) -> dict:
     """The adapter weights only (what a checkpoint needs: the base is rebuilt from the config)."""
     from peft import get_peft_model_state_dict

@@ -49,10 +49,11 @@ def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | Non
                     continue
                 if _active_lora(module):
                     inside_lora.update(id(m) for m in module.modules())
-                    weight = module.base_layer.weight.detach().clone()
-                    for name in module.active_adapters:
+                    weight = module.base_layer.weight.detach()
+                    for name in module.active_adapters:  # W + scale B A in one pass over W (a new tensor)
                         if name in module.lora_A:
-                            weight += module.get_delta_weight(name)
+                            weight = torch.addmm(weight, module.lora_B[name].weight, module.lora_A[name].weight,
+                                                 alpha=module.scaling[name])
                     bias = module.base_layer.bias
                 elif type(module) is torch.nn.Linear and module.weight.dtype == torch.float32:
                     weight, bias = module.weight.detach(), module.bias
@@ -68,11 +69,16 @@ def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | Non
 
 
 def _active_lora(module: torch.nn.Module) -> bool:
-    """A peft LoRA linear layer over an fp32 `nn.Linear` whose adapters are in use and not merged."""
+    """A plain peft LoRA linear layer (W + scale B A: no DoRA or other variant, no transposed weight,
+    no adapter bias) over an fp32 `nn.Linear`, with adapters in use and not merged. Any other adapter
+    layer keeps its own forward, over a packed base layer."""
     base = getattr(module, "base_layer", None)
-    return (hasattr(module, "get_delta_weight") and hasattr(module, "lora_A") and type(base) is torch.nn.Linear
-            and base.weight.dtype == torch.float32 and not module.disable_adapters and not module.merged
-            and any(name in module.lora_A for name in module.active_adapters))
+    if not (hasattr(module, "lora_A") and type(base) is torch.nn.Linear and base.weight.dtype == torch.float32):
+        return False
+    names = [name for name in module.active_adapters if name in module.lora_A]
+    return (bool(names) and not module.disable_adapters and not module.merged and not module.fan_in_fan_out
+            and not any(module.use_dora.get(name) or getattr(module, "lora_variant", {}).get(name)
+                        or module.lora_B[name].bias is not None for name in names))
 
 
 def _packed_forward(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
