@@ -91,3 +91,24 @@ def test_lora_layers_sample_with_their_merged_weight(tiny):
     torch.testing.assert_close(packed, dense, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(packed_base, base, rtol=1e-4, atol=1e-4)
     assert not any("forward" in vars(m) for m in model.modules())  # every layer restored
+
+
+def test_a_dora_layer_keeps_its_own_forward_over_a_packed_base(tiny):
+    """DoRA's weight is not W + B A (a magnitude rescales it): its layers must not be merged that way."""
+    from peft import LoraConfig, get_peft_model
+
+    model, _ = tiny
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", use_dora=True))
+    layers = [m for m in model.modules() if hasattr(m, "lora_B")]
+    with torch.no_grad():
+        for m in layers:
+            m.lora_B["default"].weight.normal_(0, 0.05)
+    model.eval()
+    ids = torch.tensor([[5, 17, 230, 4, 99]])
+    with torch.no_grad():
+        dense = model(input_ids=ids).logits
+        with packed_linears(model):
+            assert not any("forward" in vars(m) for m in layers)
+            assert all("forward" in vars(m.base_layer) for m in layers)
+            packed = model(input_ids=ids).logits
+    torch.testing.assert_close(packed, dense, rtol=1e-4, atol=1e-4)
