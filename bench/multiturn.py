@@ -1,9 +1,14 @@
 #!/usr/bin/env python
-"""Multi-turn rollout throughput vs single-turn sampling of the same number of tokens.
+"""Multi-turn rollout throughput vs single-turn sampling of the same number of tokens, on two envs.
 
-SmolLM2-135M-Instruct plays whole episodes of rlvr/MathSelfCheck-v0 (answer, then the env asks
-for a check: two assistant turns and one env message per episode) with the trainer's episode
-sampler (`trainer/episodes.py`: one KV cache carried across turns, env tokens fed through it).
+SmolLM2-135M-Instruct plays whole episodes with the trainer's episode sampler (`trainer/episodes.py`:
+one KV cache carried across turns; each env reply is run through it as one prefill) on
+- `selfcheck`: rlvr/MathSelfCheck-v0 (answer, then the env asks for a check: two assistant turns
+  and one short env message per episode);
+- `tool`: a ToolEnv on products of two 2-digit numbers whose one tool, `table(n)`, returns the
+  multiplication table of n clipped to the python tool's 1000-character cap (~830 tokens: a long
+  tool output). Pure Python, no Docker. One worked call in the prompt shows the call format;
+  an episode is a call and an answer (`max_tool_calls=1`, `max_turns=2`).
 The peer is plain single-turn sampling (`trainer/generation.sample`) of the same prompts and
 group size, with every completion forced to the episodes' mean length (EOS ignored), so both
 process the same number of tokens after the prompt. Also measured: the same episodes played
@@ -11,8 +16,9 @@ turn by turn with the conversation re-encoded each turn (`rlvr.evaluate.run_epis
 trainer's `generate`), what a rollout without a carried cache costs.
 
 Tokens counted: every token after the prompt (sampled and env). Medians over `--repeats` runs,
-alternating; the ratio is the median of each run's paired ratio (both measured back to back). Ends with
-`RESULT {"multiturn_tokens_per_s": ..., "singleturn_tokens_per_s": ..., "ratio": ...}`.
+alternating; the ratio is the median of each run's paired ratio (both measured back to back).
+Ends with `RESULT {"selfcheck": {"multiturn_tokens_per_s": ..., "singleturn_tokens_per_s": ...,
+"ratio": ...}, "tool": {...}}`.
 """
 
 from __future__ import annotations
@@ -20,46 +26,86 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
 
+TOOL_ENV = "rlvr-bench/LongToolMath-v0"
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--prompts", type=int, default=4)
-    p.add_argument("--group", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=48, help="per assistant turn")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--no-reencode", action="store_true", help="skip the re-encoding row")
-    args = p.parse_args(argv)
 
-    import torch
+def table(n: int) -> str:
+    """The multiplication table of n, from n x 1 up, to read a product off.
 
+    Args:
+        n: the number whose multiples are listed
+    """
+    from rlvr.envs.python_tool import MAX_OUTPUT_CHARS, clip
+
+    return clip("\n".join(f"{n} x {k} = {n * k}" for k in range(1, 201)), MAX_OUTPUT_CHARS)
+
+
+class LookUp:
+    """The tool env's call format, lenient enough for a 135M model at temperature 1: a turn without a
+    \\boxed{} answer asks for the table of the first number it names."""
+
+    def describe(self, schemas) -> str:
+        return ("To look a product up, write the number whose multiplication table you need; the table tool "
+                "replies with that table. Then give the answer in \\boxed{}.")
+
+    def __call__(self, text: str):
+        from rlvr.envs.tool_calls import ParsedTurn, ToolCall
+
+        number = re.search(r"\d{1,6}", text)
+        if "\\boxed" in text or number is None:
+            return ParsedTurn()
+        return ParsedTurn([ToolCall("table", {"n": int(number.group())})])
+
+
+def register_tool_env() -> None:
+    import gymnasium as gym
+
+    from rlvr.envs.tasks_arithmetic import ArithmeticTasks
+    from rlvr.envs.tool_env import ToolEnv
+
+    class LongToolMath(ToolEnv):
+        """Products of two 2-digit numbers, with one worked look-up before the task."""
+
+        def _prompt_messages(self, task):
+            messages = super()._prompt_messages(task)
+            demo = [{"role": "user", "content": "Compute 23 * 41. Give the result as an integer in \\boxed{}."},
+                    {"role": "assistant", "content": "Looking up the table of 23."},
+                    {"role": "tool", "content": table(23)},
+                    {"role": "assistant", "content": "23 x 41 = 943, so \\boxed{943}"}]
+            return messages[:-1] + demo + messages[-1:]
+
+    if TOOL_ENV not in gym.registry:
+        gym.register(TOOL_ENV, entry_point=lambda **kw: LongToolMath(
+            ArithmeticTasks(digits=2, ops="*"), tools=[table], parser=LookUp(), max_turns=2, max_tool_calls=1,
+            **kw))
+
+
+def measure(name, env_id, kwargs, model, tok, args) -> dict:
     from rlvr.evaluate import model_policy, run_episodes
     from rlvr.trainer.episodes import rollout_episodes
     from rlvr.trainer.generation import sample
     from rlvr.trainer.groups import make_envs, prompt_generator
-    from rlvr.trainer.models import load_model
 
-    torch.set_num_threads(args.threads)
-    model, tok = load_model("smollm2")
-    model.eval()
-    env_id, kwargs = "rlvr/MathSelfCheck-v0", {"tasks": "arithmetic", "digits": 2}
     n_eps = args.prompts * args.group
     envs = make_envs(env_id, kwargs, n_eps)
     indices = list(range(args.prompts))
-    load_before = os.getloadavg()
+    budget = 2 * args.max_new_tokens + (1200 if name == "tool" else 200)
     multi, single, reencode, multi_sampled = [], [], [], []
     for r in range(args.repeats):
         t0 = time.perf_counter()
         groups = rollout_episodes(model, tok, envs, indices, seed=r, group_size=args.group,
-                                  max_new_tokens=args.max_new_tokens, max_episode_tokens=4 * args.max_new_tokens + 200)
+                                  max_new_tokens=args.max_new_tokens, max_episode_tokens=budget)
         seconds = time.perf_counter() - t0
         tokens = sum(len(c) for g in groups for c in g.completion_ids)
         sampled = sum(sum(w) for g in groups for w in g.weights)
-        turns = statistics.fmean(i["turns"] for g in groups for i in g.infos)
+        infos = [i for g in groups for i in g.infos]
+        turns = statistics.fmean(i["turns"] for i in infos)
+        calls = statistics.fmean(i.get("tool_calls", 0) for i in infos)
         multi.append(tokens / seconds)
         multi_sampled.append(sampled / seconds)
 
@@ -70,9 +116,9 @@ def main(argv=None) -> int:
                      pad_token_id=tok.pad_token_id)
         seconds_single = time.perf_counter() - t0
         single.append(sum(len(c) for s in out for c in s.completion_ids) / seconds_single)
-        line = (f"run {r}: multi-turn {tokens} tokens ({sampled} sampled, {turns:.2f} turns/episode) in "
-                f"{seconds:.1f}s = {multi[-1]:.1f} tok/s; single-turn {n_eps} x {length} in {seconds_single:.1f}s "
-                f"= {single[-1]:.1f} tok/s")
+        line = (f"{name} run {r}: multi-turn {tokens} tokens ({sampled} sampled, {turns:.2f} turns and {calls:.2f} "
+                f"tool calls/episode) in {seconds:.1f}s = {multi[-1]:.1f} tok/s; single-turn {n_eps} x {length} in "
+                f"{seconds_single:.1f}s = {single[-1]:.1f} tok/s")
         if not args.no_reencode:
             policy = model_policy(model, tok, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=r)
             t0 = time.perf_counter()
@@ -85,15 +131,45 @@ def main(argv=None) -> int:
         print(line, flush=True)
     for env in envs:
         env.close()
-    m, s = statistics.median(multi), statistics.median(single)
-    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
-          f"{args.prompts} prompts x {args.group} episodes, {args.threads} thread(s)")
     # ratio: the median of the runs' paired ratios (each pair measured back to back, under the same load)
     ratio = statistics.median(a / b for a, b in zip(multi, single))
-    result = {"multiturn_tokens_per_s": round(m, 2), "singleturn_tokens_per_s": round(s, 2), "ratio": round(ratio, 3)}
+    result = {"multiturn_tokens_per_s": round(statistics.median(multi), 2),
+              "singleturn_tokens_per_s": round(statistics.median(single), 2), "ratio": round(ratio, 3),
+              "paired_ratios": [round(a / b, 3) for a, b in zip(multi, single)]}
     if reencode:  # sampled tokens only: with the cache carried vs the conversation re-encoded each turn
         result["multiturn_sampled_tokens_per_s"] = round(statistics.median(multi_sampled), 2)
         result["reencode_sampled_tokens_per_s"] = round(statistics.median(reencode), 2)
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--envs", default="selfcheck,tool", help="comma-separated: selfcheck, tool")
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--group", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=32, help="per assistant turn")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-reencode", action="store_true", help="skip the re-encoding row")
+    args = p.parse_args(argv)
+    envs = {"selfcheck": ("rlvr/MathSelfCheck-v0", {"tasks": "arithmetic", "digits": 2}), "tool": (TOOL_ENV, {})}
+    names = args.envs.split(",")
+    if set(names) - set(envs):
+        p.error(f"--envs takes {', '.join(envs)}; got {args.envs!r}")
+
+    import torch
+
+    from rlvr.trainer.models import load_model
+
+    torch.set_num_threads(args.threads)
+    register_tool_env()
+    model, tok = load_model("smollm2")
+    model.eval()
+    load_before = os.getloadavg()
+    result = {name: measure(name, *envs[name], model, tok, args) for name in names}
+    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+          f"{args.prompts} prompts x {args.group} episodes, {args.max_new_tokens} tokens per turn, "
+          f"{args.threads} thread(s)")
     print("RESULT " + json.dumps(result))
     return 0
 

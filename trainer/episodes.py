@@ -10,9 +10,13 @@ with one KV cache that is carried across turns:
 - The env's reply (tool results, test feedback, a user message) is appended exactly as the chat
   template renders it after that turn: the template is applied to the conversation with the
   assistant turn replaced by a sentinel, and what follows the sentinel is the env's part
-  (the end-of-turn token the model already sampled is not repeated). Those tokens are fed
-  through the cache one per decoding step, in the same batch as the rows that are sampling,
-  so nothing is encoded twice and episodes of different lengths share every forward pass.
+  (the end-of-turn token the model already sampled is not repeated). Those tokens are run
+  through the cache as one prefill: a single forward pass over the replies of every episode
+  that got one at that step (`kvcache.feed_rows`), while the others keep sampling. Nothing is
+  encoded twice, and episodes of different lengths share every decoding step.
+- Sampling does not depend on how the env's tokens are fed: the k-th token of an episode is
+  drawn with the k-th uniform number of its prompt's generator (env tokens count), as when
+  they took one decoding step each.
 - The episode ends when the env says so (terminated or truncated) or when it has used
   `max_episode_tokens` tokens after the prompt (then it is truncated with return 0).
 
@@ -29,7 +33,6 @@ trainer counts it in the `errors` metric.
 
 from __future__ import annotations
 
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +41,7 @@ import torch
 
 from rlvr.trainer.generation import _pick, eos_ids, prefill_prompts
 from rlvr.trainer.groups import Group, make_envs, prompt_generator
-from rlvr.trainer.kvcache import cache_kwarg
+from rlvr.trainer.kvcache import cache_kwarg, feed_rows
 
 SENTINEL = "\u2063rlvr-turn\u2063"
 
@@ -99,7 +102,7 @@ class _Episode:
     turn_start: int = 0
     turn_ends: list[int] = field(default_factory=list)  # index of each turn's last sampled token
     turn_rewards: list[float] = field(default_factory=list)
-    forced: deque = field(default_factory=deque)
+    reply: list[int] = field(default_factory=list)  # the env's tokens, to be fed
     info: dict = field(default_factory=dict)
     done: bool = False
     cut: bool = False  # stopped by the token budget
@@ -116,7 +119,7 @@ def _turn_over(tokenizer, ep: _Episode, token: int, eos: set[int], max_new_token
 
 
 def _step(tokenizer, ep: _Episode, eos: set[int], budget: int) -> None:
-    """Step the env with the turn just sampled; queue its reply's tokens or end the episode."""
+    """Step the env with the turn just sampled; set its reply's tokens or end the episode."""
     turn = ep.tokens[ep.turn_start:]
     text = tokenizer.decode(turn, skip_special_tokens=True)
     messages, reward, terminated, truncated, info = ep.env.step(text)
@@ -130,7 +133,7 @@ def _step(tokenizer, ep: _Episode, eos: set[int], budget: int) -> None:
     if len(ep.tokens) + len(reply) >= budget:
         ep.done = ep.cut = True
         return
-    ep.forced.extend(reply)
+    ep.reply = reply
 
 
 @torch.no_grad()
@@ -150,6 +153,15 @@ def sample_episodes(model, tokenizer, envs: list, prompt_ids: list[list[int]], n
 
     rows = n_prompts * n
     episodes = [_Episode(env, r // n) for r, env in enumerate(envs)]
+    draws: list[list[torch.Tensor]] = [[] for _ in range(n_prompts)]  # each prompt's uniforms, n per draw
+
+    def uniform(row: int) -> float:
+        """The uniform number of the row's next token: its prompt's draw number len(tokens)."""
+        p, k = row // n, len(episodes[row].tokens)
+        while len(draws[p]) <= k:
+            draws[p].append(torch.rand(n, generator=generators[p]))
+        return float(draws[p][k][row % n])
+
     active = torch.arange(rows)
     pool = ThreadPoolExecutor(max_workers=max(1, min(threads, rows)))
     try:
@@ -158,29 +170,18 @@ def sample_episodes(model, tokenizer, envs: list, prompt_ids: list[list[int]], n
                 chosen = logits.argmax(-1)
                 logp = torch.log_softmax(logits.float(), -1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
             else:
-                uniforms = torch.empty(rows, dtype=torch.float32)
-                for p in range(n_prompts):  # one draw per row from its prompt's generator, as `sample` does
-                    uniforms[p * n:(p + 1) * n] = torch.rand(n, generator=generators[p])
-                chosen, logp = _pick(logits, uniforms[active].to(device), temperature, top_p)
-            fed, ending = [], []
+                uniforms = torch.tensor([uniform(row) for row in active.tolist()], dtype=torch.float32)
+                chosen, logp = _pick(logits, uniforms.to(device), temperature, top_p)
+            ending = []
             for row, tok, lp in zip(active.tolist(), chosen.tolist(), logp.tolist()):
                 ep = episodes[row]
-                if ep.forced:  # the env's reply, one token per step through the shared cache
-                    tok = ep.forced.popleft()
-                    ep.tokens.append(tok)
-                    ep.weights.append(0)
-                    ep.logps.append(0.0)
-                    if not ep.forced:
-                        ep.turn_start = len(ep.tokens)
-                else:
-                    ep.tokens.append(tok)
-                    ep.weights.append(1)
-                    ep.logps.append(lp)
-                    if len(ep.tokens) >= max_episode_tokens:
-                        ep.done = ep.cut = True
-                    elif _turn_over(tokenizer, ep, tok, eos, max_new_tokens):
-                        ending.append(ep)
-                fed.append(tok)
+                ep.tokens.append(tok)
+                ep.weights.append(1)
+                ep.logps.append(lp)
+                if len(ep.tokens) >= max_episode_tokens:
+                    ep.done = ep.cut = True
+                elif _turn_over(tokenizer, ep, tok, eos, max_new_tokens):
+                    ending.append(ep)
             list(pool.map(lambda ep: _step(tokenizer, ep, eos, max_episode_tokens), ending))
             keep = [j for j, row in enumerate(active.tolist()) if not episodes[row].done]
             if not keep:
@@ -188,14 +189,23 @@ def sample_episodes(model, tokenizer, envs: list, prompt_ids: list[list[int]], n
             if len(keep) < len(active):
                 index = torch.tensor(keep, dtype=torch.long, device=device)
                 cache.batch_select_indices(index)
-                active, mask, next_pos = active[index.cpu()], mask[index], next_pos[index]
-                fed = [fed[j] for j in keep]
+                active, mask, next_pos, chosen = active[index.cpu()], mask[index], next_pos[index], chosen[index]
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-            step_in = torch.tensor(fed, dtype=torch.long, device=device).unsqueeze(-1)
-            out = model(input_ids=step_in, attention_mask=mask, position_ids=next_pos, use_cache=True,
+            out = model(input_ids=chosen.unsqueeze(-1), attention_mask=mask, position_ids=next_pos, use_cache=True,
                         **cache_kwarg(model, cache))
             logits = out.logits[:, -1]
             next_pos = next_pos + 1
+            replying = [j for j, row in enumerate(active.tolist()) if episodes[row].reply]
+            if replying:  # the env's replies, one prefill through the carried cache
+                replies = [episodes[row].reply for row in active[replying].tolist()]
+                fed, mask, next_pos = feed_rows(model, cache, mask, next_pos, replying, replies, pad)
+                logits[replying] = fed
+                for row in active[replying].tolist():
+                    ep = episodes[row]
+                    ep.tokens.extend(ep.reply)
+                    ep.weights.extend([0] * len(ep.reply))
+                    ep.logps.extend([0.0] * len(ep.reply))
+                    ep.turn_start, ep.reply = len(ep.tokens), []
     finally:
         pool.shutdown()
     return episodes

@@ -1,9 +1,12 @@
-"""Passing a KV cache to a model across transformers versions (`cache=` since 5.x, `past_key_values=` before)."""
+"""Passing a KV cache to a model across transformers versions (`cache=` since 5.x, `past_key_values=` before),
+and running a prefill through the cache of some rows of a batch (`feed_rows`)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+
+import torch
 
 
 @functools.cache
@@ -21,3 +24,54 @@ def returned_cache(output):
     """The cache a forward pass returned."""
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
+
+
+def _layers(cache) -> list:
+    """The cache's layers, each holding `keys` and `values` of shape (batch, heads, length, dim)."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = list(getattr(cache, "layers", None) or [])
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers}) or [type(cache).__name__]
+        raise TypeError(f"feeding some rows of a batch needs a cache of DynamicLayer layers, not {', '.join(kinds)}")
+    return layers
+
+
+def feed_rows(model, cache, mask: torch.Tensor, next_pos: torch.Tensor, rows: list[int],
+              chunks: list[list[int]], pad_token_id: int):
+    """Run `chunks[i]` through the cache of batch row `rows[i]`, all in one forward pass (a prefill).
+
+    Only those rows are computed: their part of the cache is taken out, the chunks (left-padded to
+    the longest) run through it, and it is put back. Every row's cache then grows by the width of
+    the chunks, the positions a row did not fill masked out, as a prompt's left padding is, so the
+    batch stays one rectangular cache and the other rows are unchanged. `mask` (batch, length) and
+    `next_pos` (batch, 1) are the batch's attention mask and next positions. Returns the fed rows'
+    next-token logits, and the batch's new mask and next positions.
+    """
+    device = mask.device
+    width = max(map(len, chunks))
+    ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
+    new = torch.zeros((len(rows), width), dtype=mask.dtype)
+    for i, chunk in enumerate(chunks):
+        ids[i, width - len(chunk):] = torch.tensor(chunk, dtype=torch.long)
+        new[i, width - len(chunk):] = 1
+    ids, new = ids.to(device), new.to(device)
+    index = torch.tensor(rows, dtype=torch.long, device=device)
+    positions = next_pos[index] + (new.cumsum(-1) - 1).clamp(min=0)
+    layers = _layers(cache)
+    whole = [(layer.keys, layer.values) for layer in layers]
+    for layer, (keys, values) in zip(layers, whole):
+        layer.keys, layer.values = keys[index], values[index]
+    out = model(input_ids=ids, attention_mask=torch.cat([mask[index], new], dim=1), position_ids=positions,
+                use_cache=True, logits_to_keep=1, **cache_kwarg(model, cache))
+    for layer, (keys, values) in zip(layers, whole):
+        for name, old in (("keys", keys), ("values", values)):
+            grown = old.new_zeros((*old.shape[:2], old.shape[2] + width, *old.shape[3:]))
+            grown[:, :, :old.shape[2]] = old
+            grown[index] = getattr(layer, name)
+            setattr(layer, name, grown)
+    mask = torch.cat([mask, mask.new_zeros((len(mask), width))], dim=1)
+    mask[index, -width:] = new
+    next_pos = next_pos.clone()
+    next_pos[index] += new.sum(-1, keepdim=True)
+    return out.logits[:, -1], mask, next_pos
