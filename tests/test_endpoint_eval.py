@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import require_docker
 from llama_server import Relay, free_port
 
 from rlvr.cli import main
-from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint
+from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint, run_episode
+from rlvr.envs import make
+from rlvr.envs.python_tool import PythonTool
+
+LOOP_TASKS = 3  # ToolMath tasks evaluated; greedy SmolLM2, shown two worked calls, calls python on each
 
 
 def test_api_base():
@@ -47,10 +52,66 @@ def test_instruction_env_and_bounded_concurrency(llama_server):
         result = evaluate_endpoint("rlvr/InstructionFollowing-v0", endpoint, n=2, ks=(1, 2), limit=3, max_tokens=24,
                                    temperature=0.7, keep_samples=True, progress=False)
         assert result.items == 3 and len(result.samples) == 6 and "error" not in result.reasons
-        assert 1 <= relay.connections <= 2  # never more than two requests in flight
+        assert len(relay.requests) == 6
+        assert relay.max_in_flight == 2  # measured at the server side: two requests at once, never three
         endpoint.close()
     finally:
         relay.close()
+
+
+def test_tool_env_tells_the_served_model_its_tools(llama_server):
+    """ToolMath against the real server: `tools=`, the tool prompt, ids pairing calls and replies, a real tool loop."""
+    relay = Relay(llama_server.port)
+    kwargs = {"tasks": "arithmetic", "digits": 3, "ops": "*", "require_boxed": False, "demos": 2, "max_turns": 3}
+    try:
+        require_docker(lambda: PythonTool().pool())
+        endpoint = ChatEndpoint(relay.url, llama_server.model, max_concurrency=1)
+        result = evaluate_endpoint("rlvr/ToolMath-v0", endpoint, limit=LOOP_TASKS, env_kwargs=kwargs, max_tokens=64,
+                                   keep_samples=True, progress=False)
+        endpoint.close()
+    finally:
+        relay.close()
+    assert "error" not in result.reasons, result.samples
+    schemas = make("rlvr/ToolMath-v0", **kwargs).unwrapped.tool_schemas
+    assert all(r["tools"] == schemas for r in relay.requests)
+    assert all("<tools>" in r["messages"][0]["content"] for r in relay.requests)  # SmolLM2's template ignores tools=
+    looped = [s for s in result.samples if s["tool_calls"] >= 1 and s["turns"] >= 2]
+    assert any(s["correct"] for s in looped), [s["replies"] for s in result.samples]  # the product came from python
+    # Each request after a call of the model's own: the call with an id, then the tool's reply under that id.
+    after = [r["messages"] for r in relay.requests if r["messages"][-1]["role"] == "tool"]
+    assert len(after) == sum(s["tool_calls"] for s in looped)
+    ran = 0
+    for messages in after:
+        call, reply = messages[-2], messages[-1]
+        assert reply["tool_call_id"] == call["tool_calls"][0]["id"] and len(call["tool_calls"]) == 1
+        if call["tool_calls"][0]["function"]["name"] == "python":  # else a call the env could not read
+            code = json.loads(call["tool_calls"][0]["function"]["arguments"])["code"]
+            assert call["content"].startswith("<tool_call>") and code in call["content"]
+            ran += reply["content"].isdigit()  # the sandbox's output: the product
+    assert ran >= 1
+    first = relay.requests[0]["messages"]  # the worked examples are paired the same way
+    assert first[3]["role"] == "tool" and first[3]["tool_call_id"] == first[2]["tool_calls"][0]["id"]
+
+
+def test_structured_tool_calls_from_the_server_run_in_the_env(llama_server):
+    """llama.cpp answers with structured `tool_calls` when `tool_choice` names a tool: they reach the env as calls."""
+    require_docker(lambda: PythonTool().pool())
+    env = make("rlvr/ToolMath-v0", tasks="arithmetic", digits=3, ops="*", max_turns=2)
+    relay = Relay(llama_server.port)
+    try:
+        endpoint = ChatEndpoint(relay.url, llama_server.model)
+        forced = {"type": "function", "function": {"name": "python"}}
+        outcome = run_episode(env, endpoint, 0, {"max_tokens": 48, "temperature": 0.0, "tool_choice": forced})
+        endpoint.close()
+    finally:
+        relay.close()
+        env.close()
+    assert (outcome["tool_calls"], outcome["turns"], outcome["ended_by"]) == (2, 2, "max_turns")
+    assert all(reply.startswith("<tool_call>") for reply in outcome["replies"])  # written in the env's format
+    second = relay.requests[1]["messages"]
+    call, reply = second[-2], second[-1]
+    assert call["role"] == "assistant" and call["content"] == ""  # as the server sent it: the call is structured
+    assert reply["role"] == "tool" and reply["tool_call_id"] == call["tool_calls"][0]["id"] and reply["content"]
 
 
 def test_outage_mid_run_is_error_not_wrong(llama_server):
