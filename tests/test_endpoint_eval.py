@@ -59,37 +59,41 @@ def test_instruction_env_and_bounded_concurrency(llama_server):
         relay.close()
 
 
-def test_tool_env_tells_the_served_model_its_tools(llama_server):
-    """ToolMath against the real server: `tools=`, the tool prompt, ids pairing calls and replies, a real tool loop."""
-    relay = Relay(llama_server.port)
+def test_tool_env_tells_the_served_model_its_tools(llama_server, tmp_path, capsys):
+    """`rlvr eval --endpoint` on ToolMath: `tools=`, the tool prompt, ids pairing calls and replies, a real tool loop."""
+    require_docker(lambda: PythonTool().pool())
     kwargs = {"tasks": "arithmetic", "digits": 3, "ops": "*", "require_boxed": False, "demos": 2, "max_turns": 3}
+    samples = tmp_path / "samples.jsonl"
+    relay = Relay(llama_server.port)
     try:
-        require_docker(lambda: PythonTool().pool())
-        endpoint = ChatEndpoint(relay.url, llama_server.model, max_concurrency=1)
-        result = evaluate_endpoint("rlvr/ToolMath-v0", endpoint, limit=LOOP_TASKS, env_kwargs=kwargs, max_tokens=64,
-                                   keep_samples=True, progress=False)
-        endpoint.close()
+        code = main(["eval", "--env", "rlvr/ToolMath-v0", "--endpoint", relay.url, "--model", llama_server.model,
+                     "--limit", str(LOOP_TASKS), "--max-new-tokens", "64", "--concurrency", "1", "--output", str(samples),
+                     "--json", "--no-progress", *[f"--env-arg={k}={json.dumps(v)}" for k, v in kwargs.items()]])
     finally:
         relay.close()
-    assert "error" not in result.reasons, result.samples
+    assert code == 0, capsys.readouterr().err
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert len(rows) == LOOP_TASKS and all(row["reason"] != "error" for row in rows), rows
+    check, *requests = relay.requests  # the one-token request that checks the server answers, then the episodes
+    assert "tools" not in check
     schemas = make("rlvr/ToolMath-v0", **kwargs).unwrapped.tool_schemas
-    assert all(r["tools"] == schemas for r in relay.requests)
-    assert all("<tools>" in r["messages"][0]["content"] for r in relay.requests)  # SmolLM2's template ignores tools=
-    looped = [s for s in result.samples if s["tool_calls"] >= 1 and s["turns"] >= 2]
-    assert any(s["correct"] for s in looped), [s["replies"] for s in result.samples]  # the product came from python
+    assert all(r["tools"] == schemas for r in requests)
+    assert all("<tools>" in r["messages"][0]["content"] for r in requests)  # SmolLM2's template ignores tools=
+    looped = [row for row in rows if row["tool_calls"] >= 1 and row["turns"] >= 2]
+    assert any(row["correct"] for row in looped), [row["replies"] for row in rows]  # the product came from python
     # Each request after a call of the model's own: the call with an id, then the tool's reply under that id.
-    after = [r["messages"] for r in relay.requests if r["messages"][-1]["role"] == "tool"]
+    after = [r["messages"] for r in requests if r["messages"][-1]["role"] == "tool"]
     assert len(after) == sum(s["tool_calls"] for s in looped)
     ran = 0
     for messages in after:
         call, reply = messages[-2], messages[-1]
         assert reply["tool_call_id"] == call["tool_calls"][0]["id"] and len(call["tool_calls"]) == 1
         if call["tool_calls"][0]["function"]["name"] == "python":  # else a call the env could not read
-            code = json.loads(call["tool_calls"][0]["function"]["arguments"])["code"]
-            assert call["content"].startswith("<tool_call>") and code in call["content"]
+            source = json.loads(call["tool_calls"][0]["function"]["arguments"])["code"]
+            assert call["content"].startswith("<tool_call>") and source in call["content"]
             ran += reply["content"].isdigit()  # the sandbox's output: the product
     assert ran >= 1
-    first = relay.requests[0]["messages"]  # the worked examples are paired the same way
+    first = requests[0]["messages"]  # the worked examples are paired the same way
     assert first[3]["role"] == "tool" and first[3]["tool_call_id"] == first[2]["tool_calls"][0]["id"]
 
 
