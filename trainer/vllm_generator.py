@@ -51,8 +51,11 @@ def merged_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
             if name.endswith(".weight") and not owner.disable_adapters and not owner.merged:
                 weight = weight.clone()
                 for adapter in owner.active_adapters:
-                    if adapter in owner.lora_A:
-                        weight += owner.get_delta_weight(adapter)
+                    if adapter not in owner.lora_A:
+                        continue
+                    if owner.use_dora.get(adapter) or owner.lora_B[adapter].bias is not None:
+                        raise ValueError("weight sync merges plain LoRA adapters only (no DoRA, no adapter bias)")
+                    weight += owner.get_delta_weight(adapter)
             yield name.replace(".base_layer.", "."), weight
 
 
