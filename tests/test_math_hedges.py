@@ -85,7 +85,8 @@ def test_a_union_reference_may_be_answered_with_or(verifier):
 
 CLAUSES = ("It could be {a}, or it could be {b}", "Maybe {a}, but it might also be {b}",
            "{a}, though it may also be {b}", "Either {a} or possibly {b}", "Probably {a}, although it could be {b}",
-           "Perhaps {a}; alternatively, it is {b}", "{a}. Or it could be {b}", "It is {a} or {b}")
+           "Perhaps {a}; alternatively, it is {b}", "{a}. Or it could be {b}", "It is {a} or {b}",
+           "{a}. It might also be {b}", "{a}. The answer could also be {b}", "{a}. Perhaps it is {b}")
 
 
 def _clause_paths(wording: str, a: str, b: str) -> dict[str, str]:
@@ -127,6 +128,9 @@ def test_alternatives_in_separate_clauses_are_a_hedge_on_every_path(verifier, wo
     ("That is 150 minutes, or 9000 seconds.", "9000"),  # a restatement, offered as no possibility
     ("The remainder could be 1, 2 or 3, but since $n$ is even, it is $\\boxed{2}$.", "2"),  # an elimination
     ("It could be 3, or it could be 5, so the answer is 5.", "5"),  # the conclusion commits
+    ("The answer is 5. It might help to check it with 3 apples.", "5"),  # a next sentence offering no value
+    ("The answer is 5. It may be checked as 2 + 3 = 5.", "5"),
+    ("The answer is 5. It could also be written as $\\frac{10}{2}$.", "5"),  # the same value again
 ])
 def test_what_is_not_an_alternative_keeps_its_credit(verifier, completion, reference):
     score = verifier.score(completion, reference)

@@ -71,7 +71,13 @@ _NEGATED_TAIL = re.compile(r"\s*(?:[,;:(]|\u2014|\u2013|--?)?\s*(?:(?:but|and)\s
 _NEGATION_WORDS = ("not", "n't", "never", "nor", "rather", "instead", "other", "except", "excluding")
 _ENDS_INSIDE = re.compile(r"[.!?]\s*(?:\$\$?|\\\)|\\\])$")
 _SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)|\n")
-_GOES_ON = re.compile(r"\s*(?:or|alternatively|otherwise)\b", re.IGNORECASE)  # "3. Or it could be 5."
+# A sentence that goes on with another value: "3. Or it could be 5.", "3. It might also be 5.", "3. Maybe 5."
+_GOES_ON = re.compile(r"\s*(?:or|alternatively|otherwise|perhaps|maybe|possibly|"
+                      r"(?:it|that|this|the\s+(?:answer|result|value))\s+(?:might|could|may))\b", re.IGNORECASE)
+# A next sentence that offers the value right after it as a possibility: "3. It might also be 5", "3. Perhaps 5".
+_OFFERED_NEXT = re.compile(r"[.!?;]\s+(?:(?:it|that|this|the\s+(?:answer|result|value))\s+(?:might|could|may)"
+                           r"(?:\s+(?:also|instead|well|even|just))*\s+(?:be|equal)|(?:perhaps|maybe|possibly)"
+                           r"(?:\s+(?:it\s+is|it's|also|instead))*)\s*[:=]?\s*$", re.IGNORECASE)
 _CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|so|consequently|in conclusion|finally|in total|altogether)\b|"
                         r"\banswer\s*(?:is|:|=)", re.IGNORECASE)
 _GROUP = re.compile(r"\([^()\n]*\d[^()\n]*\)|\[[^\[\]\n]*\d[^\[\]\n]*\]")  # a tuple or interval is one value
@@ -429,7 +435,7 @@ def _sentence_at(region: str, start: int, end: int | None = None) -> str:
     A sentence that goes on with "Or ..." or "Alternatively, ..." is the same sentence."""
     end = start if end is None else end
     lo, hi = max(0, start - _SENTENCE_WINDOW), min(len(region), end + _SENTENCE_WINDOW)
-    if not _ALT_JOIN.search(region, lo, hi):
+    if not _ALT_JOIN.search(region, lo, hi) and not _POSSIBLE.search(region, lo, hi):
         return ""  # nothing near could join an alternative: no sentence needed
     text = _masked(region[lo:hi])
     first, last = 0, len(text)
@@ -466,7 +472,8 @@ def offers_alternatives(sentence: str) -> bool:
     """True when a clause of `sentence` offers a value other than the one before it as a possibility:
     "it could be 3, or it could be 5", "maybe 3, but it might also be 5". Two neighbouring values count
     when "or", "but", "though", ... stands between them followed by "could", "might", "may", "maybe",
-    "perhaps", "possibly", ..., or when a bare "or" joins a value to a box (`3 or \\boxed{5}`), and they
+    "perhaps", "possibly", ..., when the next sentence offers the later one ("3. It might also be 5."),
+    or when a bare "or" joins a value to a box (`3 or \\boxed{5}`), and they
     differ; only values after the sentence's last conclusion ("so", "the answer is") are read. Not
     alternatives: a rejected value ("5, not 3"), "3 or more", the same value twice, a list of spans or
     numbers (`$3$ or $5$`: the answer's own list rule judges it), a tuple `(3, 5)`, a restatement
@@ -475,7 +482,7 @@ def offers_alternatives(sentence: str) -> bool:
             sentence.count("$") < 2:
         return False
     sentence = _NOT_AN_ALTERNATIVE.sub(lambda m: " " * len(m.group()), sentence)
-    if not _ALT_JOIN.search(sentence):
+    if not _ALT_JOIN.search(sentence) and not _POSSIBLE.search(sentence):
         return False
     values = [v for v in _values(sentence) if not _negated(sentence, v[0])]
     prose = _masked(sentence, values)
@@ -487,7 +494,8 @@ def offers_alternatives(sentence: str) -> bool:
         if joined is not None and not (boxed_a or boxed_b):
             continue  # a list of spans or numbers: when it is the answer, the list rule judges it
         join = _ALT_JOIN.search(between)
-        offered = joined == " or " or bool(join and _POSSIBLE.search(between, join.start()))
+        offered = joined == " or " or bool(join and _POSSIBLE.search(between, join.start())) or \
+            bool(_OFFERED_NEXT.search(between))
         if offered and not _RETRACTION.search(between) and not _same(a.strip(), b.strip()):
             return True
     return False
