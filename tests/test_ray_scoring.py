@@ -172,3 +172,15 @@ def test_a_second_cluster_starts_beside_the_first(cluster):
         assert other.port != cluster.port
         mine, theirs = {p.pid for p in other.processes()}, {p.pid for p in cluster.processes()}
         assert mine and theirs and not mine & theirs
+
+
+def test_every_node_address_is_routed_on_this_machine(cluster):
+    """Ray advertises the interface address for `--node-ip-address 127.0.0.1`; the kernel routes a
+    local address through the loopback device, so no node traffic leaves the machine."""
+    import subprocess
+
+    addresses = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
+    assert len(addresses) >= 1
+    for address in addresses:
+        route = subprocess.run(["ip", "route", "get", address], capture_output=True, text=True, check=True).stdout
+        assert route.startswith("local ") and " dev lo " in route, route
