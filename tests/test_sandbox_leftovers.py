@@ -129,3 +129,15 @@ def test_local_backend_kills_leftovers_before_the_verdict_returns(local_pool, tm
     assert not [(kind, pid) for kind, found in pids.items() for pid in found if _alive(pid)]
     time.sleep(LATE_SECONDS + 1.0)
     assert not os.path.exists(tmp_path / "late")
+
+
+def test_the_code_reward_reports_what_it_killed(tmp_path):
+    """A correct solution that leaves processes passes, and the score's info says how many were killed."""
+    from rlvr.verifiers import CodeVerifier
+
+    verifier = CodeVerifier(backend="local", timeout=TIMEOUT)
+    code = "```python\n" + _program("detached", str(tmp_path / "pids"), str(tmp_path / "late")) + "```"
+    score = verifier.score(code, io_tests=ADD)
+    assert (score.value, score.reason) == (1.0, None), score.info
+    assert score.info["leftovers"] == len(ADD), score.info
+    assert not [pid for pid in map(int, (tmp_path / "pids").read_text().split()) if _alive(pid)]

@@ -179,7 +179,7 @@ class CodeVerifier(Verifier):
             "status": result.status, "passed": result.passed, "total": result.total,
             "tests": result.tests, "stdout": result.stdout, "stderr": result.stderr,
             "truncated": result.truncated, "duration": result.duration, "error": result.error,
-            "backend": result.backend, "errors": result.errors,
+            "backend": result.backend, "errors": result.errors, "leftovers": result.leftovers,
         }
         if result.status == "error":
             return Score(0.0, ERROR, info=info)
