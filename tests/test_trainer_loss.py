@@ -104,6 +104,29 @@ def test_tokens_from_another_sampler_are_weighted_by_the_truncated_importance_we
     assert torch.allclose(logp.grad, torch.tensor([[-1 / 3, -1.25 / 3, -2 / 3]]))
 
 
+def test_masked_correction_drops_tokens_outside_the_bound_and_keeps_the_others_unbiased():
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.9, 0.1]]))
+    sampler = torch.log(torch.tensor([[0.5, 0.4, 0.3, 0.5]]))  # ratios 1, 1.25, 3 (> 2) and 0.2 (< 1/2)
+    logp = old.clone().requires_grad_()
+    adv, mask = torch.ones(1), torch.ones(1, 4)
+    loss, stats = grpo_loss(logp, old, adv, mask, n_seqs=1, n_tokens=4, max_tokens=4, sampler_logp=sampler,
+                            tis_cap=2.0, correction="mis")
+    assert loss.item() == pytest.approx(-(1 + 1.25) / 4)
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1 / 4, -1.25 / 4, 0.0, 0.0]]))
+    assert stats["is_corrected"] == 2 and stats["is_ratio_max"] == pytest.approx(3.0)
+    assert stats["is_ratio_sum"] == pytest.approx(1 + 1.25 + 3 + 0.2)
+    truncated = grpo_loss(old, old, adv, mask, n_seqs=1, n_tokens=4, max_tokens=4, sampler_logp=sampler,
+                          tis_cap=2.0)
+    assert truncated[1]["is_corrected"] == 1  # truncation only caps the ratio above the bound
+    assert truncated[0].item() == pytest.approx(-(1 + 1.25 + 2 + 0.2) / 4)
+    padded = grpo_loss(old, old, adv, torch.tensor([[1.0, 1.0, 0.0, 0.0]]), n_seqs=1, n_tokens=2, max_tokens=4,
+                       sampler_logp=sampler, tis_cap=2.0, correction="mis")[1]
+    assert padded["is_corrected"] == 0 and padded["is_ratio_max"] == pytest.approx(1.25)  # padding is not counted
+    with pytest.raises(ValueError, match="correction"):
+        grpo_loss(old, old, adv, mask, n_seqs=1, n_tokens=4, max_tokens=4, sampler_logp=sampler, correction="x")
+
+
 def test_kl_term_is_weighted_by_beta():
     logp, ref = torch.full((1, 2), math.log(0.5)), torch.full((1, 2), math.log(0.25))
     adv, mask = torch.zeros(1), torch.ones(1, 2)

@@ -18,9 +18,14 @@ Surrogate, with ratio rho = exp(logp - old_logp) per token, or GSPO's per-sequen
 rho_i = exp(mean over the sequence of (logp - old_logp)) given to every token:
     loss_t = -min(rho_t A_t, clip(rho_t, 1 - epsilon_low, 1 + epsilon_high) A_t)
 A larger `epsilon_high` (clip-higher, DAPO) lets unlikely tokens with A > 0 grow faster.
-When tokens were sampled by another numeric version of the policy than the one trained (bf16
-sampling, fp32 training), each token's surrogate is weighted by the truncated importance
-weight min(exp(old_logp_t - sampler_logp_t), tis_cap) (Yao et al., 2025), a constant.
+When tokens were sampled by a behaviour policy mu other than the policy pi_old the ratio starts
+from (bf16 sampling with fp32 training, another engine, or an older policy version in an
+asynchronous run), each token's surrogate is weighted by a constant built from
+w_t = exp(old_logp_t - sampler_logp_t) = pi_old / mu and a bound C (`tis_cap`):
+    "tis" (truncated, Yao et al., 2025):   min(w_t, C)
+    "mis" (masked):                        w_t if 1/C <= w_t <= C, else 0 (the token is left out)
+Truncation keeps every token with a biased weight; masking keeps the unbiased weight where it is
+trustworthy and drops tokens whose behaviour probability is far off.
 KL (k3 estimator) to a frozen reference, added as beta * kl_t:
     kl_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1
 
@@ -97,9 +102,21 @@ def importance_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Ten
     raise ValueError(f"ratio level must be 'token' or 'sequence', not {level!r}")
 
 
-def truncated_importance_weight(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
-    """min(pi_old / pi_sampler, cap) per token, without gradient: corrects for a sampler that differs numerically."""
-    return torch.exp(old_logp.detach() - sampler_logp).clamp(max=cap)
+CORRECTIONS = ("tis", "mis")
+
+
+def behaviour_weight(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float,
+                     mode: str = "tis") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(weight, ratio, corrected) per token, without gradient: the off-policy weight of tokens drawn by
+    a behaviour policy, the raw ratio pi_old / mu, and which tokens were truncated or masked."""
+    ratio = torch.exp(old_logp.detach() - sampler_logp)
+    if mode == "tis":
+        corrected = ratio > cap
+        return ratio.clamp(max=cap), ratio, corrected
+    if mode == "mis":
+        corrected = (ratio > cap) | (ratio < 1.0 / cap)
+        return ratio.masked_fill(corrected, 0.0), ratio, corrected
+    raise ValueError(f"off-policy correction must be one of {CORRECTIONS}, not {mode!r}")
 
 
 def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int, n_tokens: int,
@@ -118,17 +135,20 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: in
 def grpo_loss(logp, old_logp, advantages, mask, *, n_seqs: int, n_tokens: int, max_tokens: int,
               aggregation: str = "token-mean", epsilon_low: float = 0.2, epsilon_high: float = 0.2,
               ratio_level: str = "token", ref_logp=None, beta: float = 0.0, sampler_logp=None,
-              tis_cap: float = 2.0):
+              tis_cap: float = 2.0, correction: str = "tis"):
     """(loss, stats) for a slice of the batch. `advantages` is per sequence (S,) or per token (S x L).
 
-    stats (detached, summed over the slice's real tokens): clipped tokens, KL sum, token count.
+    stats (detached, summed over the slice's real tokens): clipped tokens, KL sum, token count; with
+    `sampler_logp` also the behaviour ratios' sum and maximum and the tokens truncated or masked.
     """
     adv = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     ratio = importance_ratio(logp, old_logp, mask, ratio_level)
     clipped_ratio = ratio.clamp(1 - epsilon_low, 1 + epsilon_high)
     per_token = -torch.minimum(ratio * adv, clipped_ratio * adv)
+    behaviour = None
     if sampler_logp is not None:
-        per_token = per_token * truncated_importance_weight(old_logp, sampler_logp, tis_cap)
+        behaviour = behaviour_weight(old_logp, sampler_logp, tis_cap, correction)
+        per_token = per_token * behaviour[0]
     kl = None
     if beta != 0.0:
         if ref_logp is None:
@@ -143,4 +163,10 @@ def grpo_loss(logp, old_logp, advantages, mask, *, n_seqs: int, n_tokens: int, m
             "kl": float((kl * mask).sum()) if kl is not None else 0.0,
             "tokens": float(mask.sum()),
         }
+        if behaviour is not None:
+            _, ratio_b, corrected = behaviour
+            real = mask.bool()
+            stats.update(is_ratio_sum=float(ratio_b[real].sum()),
+                         is_ratio_max=float(ratio_b[real].max()) if real.any() else 0.0,
+                         is_corrected=float(corrected[real].sum()))
     return loss, stats
