@@ -68,3 +68,5 @@ for _env_id, _attr, _description in BUILTINS:
 tasks_reasoning_gym.register_all(register_env)
 register_env("rlvr/ToolMath-v0", entry_point="rlvr.envs.tool_math:math_tools", replace=True, family="math",
              description="math with a sandboxed python tool, multi-turn (tasks arithmetic/gsm8k/math500/...)")
+register_env("rlvr/OpenEnv-v0", entry_point="rlvr.envs.openenv_client:OpenEnvClientEnv", replace=True,
+             family="remote", description="any OpenEnv server as an env (url=, action_field=, prompt_fields=)")

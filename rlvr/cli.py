@@ -23,6 +23,7 @@ COMMANDS = {
     "plot": ("rlvr.trainer.plot", "write PNG curves for a training run"),
     "export": ("rlvr.trainer.export", "write a run's trained model (LoRA merged) as a transformers folder"),
     "serve": ("rlvr.integrations.serve", "serve verifiers over HTTP"),
+    "serve-env": ("rlvr.integrations.serve_env", "serve an env id as an OpenEnv server (HTTP and WebSocket)"),
 }
 
 
