@@ -141,7 +141,7 @@ class OpenEnvClientEnv(gym.Env):
 
     def _read_reset(self, observation: dict[str, Any]) -> dict[str, Any]:
         remote_info = observation.get("info")
-        if "messages" in observation:
+        if observation.get("messages") is not None:
             self._messages = _messages(observation["messages"])
             self.tool_schemas = _tools(observation.get("tools"))
             prompt = observation.get("tool_prompt")
@@ -166,7 +166,7 @@ class OpenEnvClientEnv(gym.Env):
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise RemoteError(f"the reward is not a finite number: {reward!r}")
         remote_info = observation.get("info")
-        if "messages" in observation:  # an rlvr env: its conversation and its own scoring
+        if observation.get("messages") is not None:  # an rlvr env: its conversation and its own scoring
             messages = _messages(observation["messages"])
             info = dict(remote_info) if isinstance(remote_info, dict) else {}
             if done and not _is_score(info.get("score")):
@@ -179,7 +179,7 @@ class OpenEnvClientEnv(gym.Env):
             correct = reward >= self.success_reward if self.success_reward is not None else reward > 0
             info = {"correct": bool(correct), "score": Score(
                 float(reward), None if correct else "wrong", components={"reward": float(reward)},
-                info={"remote": observation.get("metadata") or {}}).to_dict()}
+                info={"remote": {k: v for k, v in observation.items() if not isinstance(v, str)}}).to_dict()}
             truncated = False
         self._messages = messages
         info.update(task_id=self._task.task_id, turn=self._turn)
