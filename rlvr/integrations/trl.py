@@ -12,7 +12,10 @@ MBPP-style dataset with `test_list` works with `RewardFunc("code")` as is). `whe
 it to some rows of a mixed dataset. `EnvReward("rlvr/Arithmetic-v0")` scores completions of
 prompts made by `env_dataset`, which records the reset seed of every row.
 
-Both log the mean of each reward component and the share of each failure reason through
+`environment_factory(env_id, **env_kwargs)` (in `rlvr.integrations.trl_environment`) is the
+other way in: any rlvr env, tool envs included, as `GRPOTrainer(environment_factory=...)`.
+
+Both reward functions log the mean of each reward component and the share of each failure reason through
 TRL's `log_metric`, and the reason of every completion through `log_extra`. Both pickle
 (the verifier is rebuilt, with its worker pools, in the process that unpickles them).
 """
@@ -34,8 +37,9 @@ SCORE_ARGUMENTS = frozenset({"completion", "reference"})  # `Verifier.score`'s o
 class _Logged:
     """Shared by the reward classes: TRL's name, and metrics from the score dicts."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, prefix: str | None = None):
         self.__name__ = name
+        self.prefix = prefix or name  # of the metrics logged
         self._reasons_seen: set[str] = set()
 
     def _log(self, results: Sequence[dict[str, Any] | None], kwargs: Mapping[str, Any]) -> None:
@@ -44,14 +48,14 @@ class _Logged:
         if callable(log_metric) and scored:
             for key in sorted({k for r in scored for k in r["components"]}):
                 values = [r["components"][key] for r in scored if key in r["components"]]
-                log_metric(f"{self.__name__}/{key}", sum(values) / len(values))
+                log_metric(f"{self.prefix}/{key}", sum(values) / len(values))
             # Once a reason has shown up it is logged every step, so its mean is not biased upwards.
             self._reasons_seen.update(r["reason"] for r in scored if r["reason"])
             for reason in sorted(self._reasons_seen):
                 share = sum(r["reason"] == reason for r in scored) / len(scored)
-                log_metric(f"{self.__name__}/reason/{reason}", share)
+                log_metric(f"{self.prefix}/reason/{reason}", share)
         if callable(log_extra):
-            log_extra(f"{self.__name__}_reason", [None if r is None else r["reason"] for r in results])
+            log_extra(f"{self.prefix}_reason", [None if r is None else r["reason"] for r in results])
 
 
 class RewardFunc(_Logged):
@@ -161,6 +165,15 @@ def env_dataset(env_id: str, n: int, *, seed: int = 0, **env_kwargs: Any):
     finally:
         env.close()
     return Dataset.from_list(rows)
+
+
+def __getattr__(name: str):
+    """`environment_factory` and `environment_dataset` live in `trl_environment` (which imports this module)."""
+    if name in ("environment_factory", "environment_dataset"):
+        from rlvr.integrations import trl_environment
+
+        return getattr(trl_environment, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_set(value: Any) -> frozenset:

@@ -1,0 +1,271 @@
+"""`verifiers` (0.4, its v1 stack) and rlvr envs, both ways.
+
+Out: `RlvrTaskset` is a verifiers Taskset over any rlvr env id. Its tasks are the env's prompts
+(reset seeds `seed`..`seed+num_tasks-1`); their reward, `rlvr`, is the env's composite score of the
+model's last reply, and the composite's components and the failure reason are recorded as metrics.
+An rlvr `error` (the sandbox down) raises, so verifiers records an errored rollout, not a 0. A
+tool env's tools are served to the model by `RlvrToolset`, an MCP tool server that verifiers starts
+per rollout; the calls go through the env's own `step`, so its limits and error replies apply. This
+module is the taskset id for `vf-eval`:
+
+    vf-eval rlvr.integrations.verifiers_env --env.taskset.env-id rlvr/Arithmetic-v0 \\
+        --env.taskset.env-kwargs '{"digits": 1}' --model M --client.base-url URL -n 4
+
+In: `VerifiersTasks` is an rlvr task source over a verifiers taskset (loaded by id, as vf-eval
+does) and `VerifiersRubric` its rewards as an rlvr verifier: the completion becomes a one-turn
+verifiers trace and the task's own `score` runs on it (offline: rewards that need a sandbox
+runtime cannot run). The total is the reward; each verifiers reward is a component. A reward that
+raises (a judge endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is
+`rlvr/Verifiers-v0` (`taskset=` the verifiers taskset id, `limit=`, `options=` its config).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+from typing import Any
+
+import verifiers.v1 as vf
+
+from rlvr.envs.tasks import Task, TaskSource
+from rlvr.verifiers.core import ERROR, Score, Verifier, completion_text
+
+# --- out: an rlvr env as a verifiers taskset ------------------------------------------------------
+
+_envs: dict[str, Any] = {}
+_envs_lock = threading.Lock()
+
+
+def _rlvr_env(env_id: str, env_kwargs: dict[str, Any]):
+    """One unwrapped env per (id, options) and process, with the lock that guards its episode state."""
+    key = json.dumps([env_id, env_kwargs], sort_keys=True, default=repr)
+    with _envs_lock:
+        if key not in _envs:
+            import gymnasium
+
+            import rlvr.envs  # noqa: F401  (registers the rlvr/* ids)
+
+            _envs[key] = (gymnasium.make(env_id, **env_kwargs).unwrapped, threading.Lock())
+        return _envs[key]
+
+
+def score_reply(env_id: str, env_kwargs: dict[str, Any], seed: int, reply: str) -> Score:
+    """The env's composite score of `reply` to the prompt of reset seed `seed` (also used by
+    bench/interop.py to time this adapter)."""
+    env, lock = _rlvr_env(env_id, env_kwargs)
+    with lock:
+        env.reset(seed=seed)
+        reward, reference, fields = env.scoring_inputs()
+    return reward.score(reply, reference, **fields)
+
+
+class RlvrData(vf.TaskData):
+    env_id: str
+    env_kwargs: dict[str, Any] = {}
+    seed: int
+
+
+class RlvrToolsetConfig(vf.ToolsetConfig):
+    env_id: str = ""
+    env_kwargs: dict[str, Any] = {}
+
+
+class RlvrToolset(vf.Toolset[RlvrToolsetConfig]):
+    """The rlvr env's tools, for one rollout (verifiers runs this module as the server process)."""
+
+    TOOL_PREFIX = None  # the tools keep their own names ("python"), as in rlvr
+
+    def __init__(self, config: RlvrToolsetConfig):
+        super().__init__(config)
+        import gymnasium
+
+        import rlvr.envs  # noqa: F401
+
+        self.env = gymnasium.make(config.env_id, **config.env_kwargs)
+        self._ended: str | None = None
+
+    async def setup_task(self, task) -> None:
+        self.env.reset(seed=task.data.seed)
+
+    def register(self, mcp) -> None:
+        for name, (tool, schema) in self.env.unwrapped.tools.items():
+            mcp.add_tool(self._with_state(_mcp_tool(self, name, tool)), name=name,
+                         description=schema["function"]["description"])
+
+    def call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self._ended is not None:
+            return f"Error: no more tool calls, the episode has ended ({self._ended})."
+        write = self.env.unwrapped.parser.format_call
+        messages, _, terminated, truncated, info = self.env.step(write(name, arguments))
+        if terminated or truncated:
+            self._ended = info.get("ended_by", "answer")
+        if messages[-1]["role"] == "tool":
+            return messages[-1]["content"]
+        return f"Error: no more tool calls, the episode has ended ({self._ended})."
+
+
+def _mcp_tool(toolset: RlvrToolset, name: str, tool):
+    """An async function with the tool's signature (the MCP server reads it) that calls through the env."""
+    target = tool if inspect.isfunction(tool) or inspect.ismethod(tool) else tool.__call__
+    signature = inspect.signature(target)
+
+    async def call(**arguments: Any) -> str:
+        return await asyncio.to_thread(toolset.call, name, arguments)
+
+    call.__name__ = name
+    call.__signature__ = signature.replace(return_annotation=str)
+    call.__annotations__ = {**{p.name: p.annotation for p in signature.parameters.values()}, "return": str}
+    return call
+
+
+class RlvrTaskConfig(vf.TaskConfig):
+    tools: RlvrToolsetConfig = RlvrToolsetConfig()
+    """Filled in by the taskset for tool envs."""
+
+
+class RlvrTask(vf.Task[RlvrData, vf.State, RlvrTaskConfig]):
+    """One prompt of an rlvr env, rewarded by the env's composite score."""
+
+    @classmethod
+    def toolsets(cls, config: RlvrTaskConfig) -> list[vf.Toolset]:
+        return [RlvrToolset(config.tools)] if config.tools.env_id else []
+
+    async def _score(self, trace: vf.Trace) -> Score:
+        cache = self.__dict__.setdefault("_scores", {})
+        if trace.id not in cache:
+            data = self.data
+            cache[trace.id] = await asyncio.to_thread(score_reply, data.env_id, data.env_kwargs, data.seed,
+                                                      trace.last_reply)
+        score = cache[trace.id]
+        if score.reason == ERROR:
+            raise RuntimeError(f"rlvr could not score this rollout (an infrastructure error): {score.info}")
+        return score
+
+    @vf.metric
+    async def rlvr_breakdown(self, trace: vf.Trace) -> dict[str, float]:
+        score = await self._score(trace)
+        reason = {f"reason/{score.reason}": 1.0} if score.reason else {}
+        return {**score.components, **reason}
+
+    @vf.reward(weight=1.0)
+    async def rlvr(self, trace: vf.Trace) -> float:
+        return float((await self._score(trace)).value)
+
+
+class RlvrTasksetConfig(vf.TasksetConfig):
+    env_id: str = "rlvr/Arithmetic-v0"
+    """The rlvr env id."""
+    env_kwargs: dict[str, Any] = {}
+    """Options for `gymnasium.make`."""
+    num_tasks: int = 100
+    seed: int = 0
+    """Reset seed of the first task."""
+    task: RlvrTaskConfig = RlvrTaskConfig()
+
+
+class RlvrTaskset(vf.Taskset[RlvrTask, RlvrTasksetConfig]):
+    """The prompts of an rlvr env (system message, then the task) as verifiers tasks."""
+
+    def load(self) -> list[RlvrTask]:
+        config = self.config
+        env, lock = _rlvr_env(config.env_id, config.env_kwargs)
+        task_config = config.task
+        if getattr(env, "tools", None):
+            task_config = task_config.model_copy(update={"tools": RlvrToolsetConfig(
+                env_id=config.env_id, env_kwargs=config.env_kwargs)})
+        tasks = []
+        for seed in range(config.seed, config.seed + config.num_tasks):
+            with lock:
+                messages, info = env.reset(seed=seed)
+            system = "\n\n".join(m["content"] for m in messages if m["role"] == "system") or None
+            prompt = [m for m in messages if m["role"] != "system"]
+            data = RlvrData(id=str(info["task_id"]), prompt=prompt, system_prompt=system,
+                            env_id=config.env_id, env_kwargs=config.env_kwargs, seed=seed)
+            tasks.append(RlvrTask(data, task_config))
+        return tasks
+
+
+# --- in: a verifiers taskset as an rlvr task source -----------------------------------------------
+
+class VerifiersRubric(Verifier):
+    """The verifiers tasks' own rewards as an rlvr verifier (task field `vf_index` picks the task)."""
+
+    name = "verifiers"
+
+    def __init__(self, source: VerifiersTasks):
+        self.source = source
+        self.best = source.best
+
+    def score(self, completion: Any, reference: Any = None, **fields: Any) -> Score:
+        task = self.source.tasks[fields["vf_index"]]
+        trace = _trace(task, completion_text(completion))
+        try:
+            asyncio.run(task.score(trace))
+        except Exception as exc:  # the rubric failed (a judge down): not the model's doing
+            return Score(0.0, ERROR, info={"error": f"{type(exc).__name__}: {exc}"[:500]})
+        rewards = {k: r.score for k, r in trace.rewards.items() if r is not None}
+        value = float(trace.reward)
+        reason = None if value >= self.best else "wrong"
+        return Score(value, reason, components=rewards, reasons={k: "wrong" for k, v in rewards.items() if v <= 0},
+                     info={"metrics": dict(trace.metrics)})
+
+
+class VerifiersTasks(TaskSource):
+    """The first `limit` tasks of verifiers taskset `taskset` (its id; `options`: its config)."""
+
+    family = "verifiers"
+    system_hint = ""
+
+    def __init__(self, taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
+                 best: float = 1.0):
+        from verifiers.v1.utils.loaders import taskset_config_type
+
+        config = taskset_config_type(taskset).model_validate({**(options or {}), "id": taskset})
+        loaded = vf.load_taskset(config)
+        if limit is not None:
+            loaded = loaded.take(limit)
+        elif not loaded.bounded:
+            raise ValueError(f"verifiers taskset {taskset!r} is infinite: give limit=")
+        self.tasks = list(loaded)
+        if not self.tasks:
+            raise ValueError(f"verifiers taskset {taskset!r} has no tasks")
+        self.size, self.best, self.name = len(self.tasks), best, taskset
+
+    def get(self, index: int) -> Task:
+        """The task's text (a system prompt of its own first) as the user message."""
+        data = self.tasks[index].data
+        prompt = "\n\n".join(text for text in (data.system_prompt, data.prompt_text) if text)
+        return Task(task_id=f"{self.name}/{data.id or index}", prompt=prompt, fields={"vf_index": index},
+                    family=self.family)
+
+    def make_verifier(self, require_boxed: bool | None = None) -> Verifier:
+        return VerifiersRubric(self)
+
+
+def _trace(task: vf.Task, reply: str) -> vf.Trace:
+    """A one-turn trace: the task's prompt, then `reply` as the model's message."""
+    data = task.data
+    messages: list[Any] = [vf.SystemMessage(content=data.system_prompt)] if data.system_prompt else []
+    prompt = data.prompt if isinstance(data.prompt, list) else [vf.UserMessage(content=data.prompt or "")]
+    messages += prompt
+    nodes = [vf.MessageNode(parent=i - 1 if i else None, message=m) for i, m in enumerate(messages)]
+    nodes.append(vf.MessageNode(parent=len(nodes) - 1 if nodes else None,
+                                message=vf.AssistantMessage(content=reply), sampled=True))
+    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=data),
+                    agent=vf.AgentInfo(config=vf.AgentConfig()), nodes=nodes, root_reply=reply)
+
+
+def make_env(taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
+             best: float = 1.0, **env_options: Any):
+    """The `rlvr/Verifiers-v0` entry point: a single-turn rlvr env over a verifiers taskset."""
+    from rlvr.envs.base import TaskEnv
+
+    return TaskEnv(VerifiersTasks(taskset, limit, options, best), **env_options)
+
+
+__all__ = ["RlvrTaskset"]  # verifiers finds the taskset class here; the rest is imported by name
+
+if __name__ == "__main__":  # verifiers starts the tool server as `python -m` this module
+    RlvrToolset.run()
