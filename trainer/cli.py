@@ -3,6 +3,7 @@
     rlvr train --config configs/arith-smollm2.yaml --set lr=1e-6 --run-dir runs/arith
     rlvr train --run-dir runs/arith --resume          # continue exactly where a run stopped
     torchrun --nproc_per_node 2 -m rlvr train --config ...   # data parallel
+    rlvr train --config ... --set async.workers=1 --set async.max_staleness=1   # asynchronous (async_grpo.py)
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(config_path, args.overrides)
 
     from rlvr.trainer import distributed
-    from rlvr.trainer.grpo import GRPOTrainer
+
+    if config.async_:  # generation workers sample ahead (trainer/async_grpo.py)
+        from rlvr.trainer.async_grpo import AsyncGRPOTrainer as GRPOTrainer
+    else:
+        from rlvr.trainer.grpo import GRPOTrainer
 
     try:
         trainer = GRPOTrainer(config, args.run_dir, resume=args.resume)

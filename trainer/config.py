@@ -71,6 +71,9 @@ class TrainConfig:
     autocast: str = "auto"  # "auto" (bf16 where supported, on GPU), "bf16" or "off"; sampling and training
     sample_dtype: str = "auto"  # "auto" (sample as training computes) or "bf16" (sample in bf16 even if training is fp32)
     tis_cap: float = 2.0  # truncated importance weight for tokens sampled in another precision than training's
+    correction: str = "tis"  # tokens of another behaviour policy: "tis" truncates their weight at tis_cap, "mis" masks
+    # asynchronous GRPO (trainer/async_grpo.py): {workers: N, max_staleness: k, ...}; null = synchronous
+    async_: dict | None = None
     threads: int = 0  # torch threads (0 = torch's default)
     checkpoint_every: int = 0
     # LoRA through peft: {rank: 16, alpha: 32, dropout: 0.0, target_modules: all-linear}; null = full fine-tuning
@@ -100,6 +103,7 @@ class TrainConfig:
             (self.autocast in ("auto", "bf16", "off"), "autocast must be 'auto', 'bf16' or 'off'"),
             (self.sample_dtype in ("auto", "bf16"), "sample_dtype must be 'auto' or 'bf16'"),
             (self.tis_cap >= 1, "tis_cap must be at least 1"),
+            (self.correction in ("tis", "mis"), "correction must be 'tis' or 'mis'"),
             (0 <= self.decay_start < 1, "decay_start must be in [0, 1)"),
             (0 <= self.replay_fraction <= 1 and self.replay_capacity >= 0,
              "replay_fraction must be in [0, 1] and replay_capacity at least 0"),
@@ -118,6 +122,9 @@ class TrainConfig:
         from rlvr.trainer.lora import check_options
 
         self.lora = check_options(self.lora)
+        from rlvr.trainer.async_workers import check_async
+
+        self.async_ = check_async(self.async_, self)
         if self.lora and self.parallel == "fsdp":
             raise ValueError("config: lora with parallel: fsdp is not supported (LoRA adapters are small: replicate)")
         check_backends(self.report_to)
@@ -134,7 +141,9 @@ class TrainConfig:
         return dict(self.env_kwargs)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["async"] = data.pop("async_")  # `async` is a Python keyword, not a field name
+        return data
 
 
 def _set_dotted(data: dict, key: str, value: Any) -> None:
@@ -177,11 +186,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Tr
 
 
 def from_dict(data: dict) -> TrainConfig:
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    known = {f.name for f in dataclasses.fields(TrainConfig)} | {"async"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"config: unknown key(s) {', '.join(unknown)}")
     data = dict(data)
+    if "async" in data:
+        data["async_"] = data.pop("async")
     for f in dataclasses.fields(TrainConfig):
         if f.name in data and f.type in ("float", "int"):  # YAML reads 1e-6 as a string
             value = data[f.name]

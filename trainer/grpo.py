@@ -378,7 +378,8 @@ class GRPOTrainer:
         n_seqs, n_tokens = distributed.sum_values(
             [sum(float((m.sum(-1) > 0).sum()) for m in masks), sum(float(m.sum()) for m in masks)])
         totals = {"clipped": 0.0, "kl": 0.0, "tokens": 0.0, "entropy": 0.0, "entropy_tokens": 0.0,
-                  "grad_norm": 0.0, "updates": 0, "sampler_kl": 0.0}
+                  "grad_norm": 0.0, "updates": 0, "sampler_kl": 0.0, "is_ratio_sum": 0.0, "is_ratio_max": 0.0,
+                  "is_corrected": 0.0, "is_tokens": 0.0}
         if n_seqs == 0:
             for _ in range(cfg.mu):
                 self.scheduler.step()
@@ -400,9 +401,14 @@ class GRPOTrainer:
                     logp, old_logp, adv, mask,
                     n_seqs=n_seqs, n_tokens=n_tokens, max_tokens=cfg.max_new_tokens, aggregation=cfg.aggregation,
                     epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, ratio_level=cfg.ratio_level,
-                    ref_logp=ref[i], beta=cfg.beta, sampler_logp=sampler, tis_cap=cfg.tis_cap)
+                    ref_logp=ref[i], beta=cfg.beta, sampler_logp=sampler, tis_cap=cfg.tis_cap,
+                    correction=cfg.correction)
                 if sampler is not None and pass_ == 0:
                     totals["sampler_kl"] += float((kl_k3(sampler, old_logp) * mask).sum())
+                    totals["is_tokens"] += st["tokens"]  # the behaviour ratios, for the log
+                    totals["is_ratio_sum"] += st["is_ratio_sum"]
+                    totals["is_corrected"] += st["is_corrected"]
+                    totals["is_ratio_max"] = max(totals["is_ratio_max"], st["is_ratio_max"])
                 loss.backward()
                 for key in ("clipped", "kl", "tokens"):
                     totals[key] += st[key]

@@ -1,0 +1,245 @@
+"""Generation workers of asynchronous GRPO: Ray actors that sample and score whole steps ahead of training.
+
+A worker holds its own copy of the model inside a `GRPOTrainer` built from the run's config and
+uses only that trainer's `_collect`: the same prompts, sampling seeds, episodes (tools included),
+scoring through the envs and advantages as a synchronous step, so no loop is written twice. The
+step index fixes everything random (the prompts are `step * prompts_per_step * (1 + refill_rounds)`
+onwards), so a step sampled again, after a worker died, draws the same prompts.
+
+`WorkerPool` (in the trainer) hands out steps in order. Step s is given out only while
+s <= version + ahead (version: the trainer's optimizer steps so far), together with the newest
+weights when the worker does not hold them yet: a LoRA run ships only the adapters, a full run the
+state dict, once per version through Ray's object store (shared memory on one host, Ray's object
+transfer across hosts). A finished step comes back tagged with the version it was sampled under;
+one sampled more than `max_staleness` versions before the trainer reaches it is dropped, counted
+and sampled again. A worker that dies (kill -9, a lost node) is started again and its step is
+sampled again from the start, so no group is lost and none is trained twice.
+
+This module imports neither torch nor ray at import time (the config validates `async:` here).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULTS = {"workers": 1, "max_staleness": 1, "ahead": None, "address": None, "worker_cpus": 1}
+MAX_RESTARTS = 3  # a step whose worker died this many times in a row ends the run (a worker that cannot start)
+
+
+def check_async(options, config) -> dict | None:
+    """The `async:` config section with defaults filled in, or None for a synchronous run.
+
+    `ahead` (default `max_staleness`): how many steps sampling may run ahead of training; a larger
+    value than `max_staleness` keeps more workers busy at the price of dropped steps."""
+    if options is None or options is False:
+        return None
+    if options is True:
+        options = {}
+    if not isinstance(options, dict):
+        raise ValueError("config: async is a mapping {workers, max_staleness, ahead, address, worker_cpus} or null")
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"config: unknown async key(s) {', '.join(unknown)}")
+    merged = {**DEFAULTS, **options}
+    if merged["ahead"] is None:
+        merged["ahead"] = merged["max_staleness"]
+    for key, low in (("workers", 1), ("max_staleness", 0), ("ahead", 0)):
+        if isinstance(merged[key], bool) or not isinstance(merged[key], int) or merged[key] < low:
+            raise ValueError(f"config: async.{key} must be an integer of at least {low}")
+    if not (isinstance(merged["worker_cpus"], (int, float)) and merged["worker_cpus"] >= 0):
+        raise ValueError("config: async.worker_cpus must be a number of at least 0")
+    if config.replay_fraction:
+        raise ValueError("config: async runs do not replay prompts (replay_fraction must be 0): a step's replays "
+                         "come from the step before, which is not trained yet when the next one is sampled")
+    if config.parallel != "replicate":
+        raise ValueError("config: async runs train in one process (parallel: replicate, no torchrun)")
+    return merged
+
+
+@dataclass
+class Rollouts:
+    """One step's groups, as a worker sampled and scored them."""
+
+    step: int
+    version: int  # the policy version (trainer optimizer steps) the groups were sampled under
+    groups: list
+    kept: list  # (group, advantages) of the groups with signal
+    env_kwargs: dict
+    data_position: int  # the prompt stream's position after this step
+    gen_s: float  # sampling and scoring
+    sync_s: float  # taking the new weights, before sampling
+    worker: dict = field(default_factory=dict)  # pid and node that sampled it
+
+
+def step_position(config, step: int) -> int:
+    """Where step `step`'s prompts start in the prompt stream (no replay in async runs)."""
+    return step * config.prompts_per_step * (1 + config.refill_rounds)
+
+
+class GenerationWorker:
+    """The Ray actor: a trainer built from the run config, used only to sample and score steps."""
+
+    def __init__(self, config: dict, index: int):
+        import shutil
+        import tempfile
+
+        from rlvr.trainer.config import from_dict
+        from rlvr.trainer.grpo import GRPOTrainer
+
+        # nothing here trains, evaluates or logs: no reference model, no reporters
+        cfg = from_dict({**config, "async": None, "beta": 0.0, "eval_prompts": 0, "checkpoint_every": 0,
+                         "report_to": [], "progress": False})
+        scratch = tempfile.mkdtemp(prefix=f"rlvr_worker{index}_")
+        self.trainer = GRPOTrainer(cfg, scratch)
+        shutil.rmtree(scratch, ignore_errors=True)  # only train() writes there
+        self.version = -1
+
+    def where(self) -> dict:
+        import ray
+
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
+
+    def collect(self, step: int, version: int, weights: list | None) -> Rollouts:
+        """Step `step`'s groups; `weights`: [an object ref of version `version`'s weights], or None to keep
+        the weights held (a list, so that fetching them is timed here and not before the call)."""
+        import ray
+
+        t0 = time.perf_counter()
+        if weights is not None:
+            self._load(ray.get(weights[0]))
+            self.version = version
+        t1 = time.perf_counter()
+        trainer = self.trainer
+        trainer.step, trainer.data_position = step, step_position(trainer.config, step)
+        groups, kept = trainer._collect()
+        return Rollouts(step, self.version, groups, kept, trainer.env_kwargs, trainer.data_position,
+                        gen_s=time.perf_counter() - t1, sync_s=t1 - t0, worker=self.where())
+
+    def _load(self, state: dict) -> None:
+        from rlvr.trainer import lora
+
+        if self.trainer.config.lora:
+            lora.load_adapter_state(self.trainer.model, state)
+        else:
+            self.trainer.model.load_state_dict(state)
+
+
+class WorkerPool:
+    """The trainer's side: starts the workers, hands out steps, publishes weights, restarts dead workers."""
+
+    def __init__(self, config):
+        import ray
+
+        opts = config.async_
+        self.ahead, self.max_staleness = opts["ahead"], opts["max_staleness"]
+        self._own_ray = not ray.is_initialized()
+        if self._own_ray:
+            local = {} if opts["address"] else {"num_cpus": max(os.cpu_count() or 1,
+                                                                 int(opts["workers"] * opts["worker_cpus"]))}
+            ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
+        self._config = config.to_dict()
+        self._cpus = opts["worker_cpus"]
+        path = os.environ.get("PYTHONPATH")  # envs named as module:Id must import on the workers too
+        self._runtime_env = {"env_vars": {"PYTHONPATH": path}} if path else None
+        self.workers = [self._start(i) for i in range(opts["workers"])]
+        self.held = [-1] * len(self.workers)  # the weights version each worker holds
+        self.busy: dict[Any, tuple[int, int]] = {}  # in-flight call -> (worker, step)
+        self.redo: deque[int] = deque()  # steps to sample again (dropped or lost)
+        self.ready: dict[int, Rollouts] = {}
+        self.next_step, self.version, self.weights = 0, -1, None
+        self.dropped = 0  # groups dropped as too stale since the trainer last asked (`take_dropped`)
+        self.restarts, self._failures = 0, 0
+        self.publish_s = 0.0
+
+    def _start(self, index: int):
+        import ray
+
+        actor = ray.remote(num_cpus=self._cpus, max_restarts=0)(GenerationWorker)
+        return actor.options(scheduling_strategy="SPREAD", runtime_env=self._runtime_env).remote(self._config, index)
+
+    def pids(self) -> list[int]:
+        import ray
+
+        return [info["pid"] for info in ray.get([w.where.remote() for w in self.workers])]
+
+    def start(self, step: int, version: int, weights: dict) -> None:
+        self.next_step = step
+        self.publish(version, weights)
+
+    def publish(self, version: int, weights: dict) -> None:
+        """The trainer's weights of `version` go to the object store; idle workers get steps."""
+        import ray
+
+        t0 = time.perf_counter()
+        self.weights, self.version = ray.put(weights), version
+        self.publish_s = time.perf_counter() - t0
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        working = {w for w, _ in self.busy.values()}
+        for w in range(len(self.workers)):
+            if w in working:
+                continue
+            if self.redo:  # sampled again only once the trainer is near enough for it not to be dropped again
+                if self.redo[0] - self.version > self.max_staleness:
+                    return
+                step = self.redo.popleft()
+            elif self.next_step <= self.version + self.ahead:
+                step, self.next_step = self.next_step, self.next_step + 1
+            else:
+                return
+            weights = [self.weights] if self.held[w] != self.version else None
+            self.busy[self.workers[w].collect.remote(step, self.version, weights)] = (w, step)
+            self.held[w] = self.version
+
+    def batch(self, step: int) -> Rollouts:
+        """Step `step`'s rollouts (waits for them), sampled at most `max_staleness` versions before `step`."""
+        import ray
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        while step not in self.ready:
+            if not self.busy:
+                raise RuntimeError(f"async: no worker is sampling step {step}")
+            [done], _ = ray.wait(list(self.busy), num_returns=1)
+            w, got = self.busy.pop(done)
+            try:
+                result = ray.get(done)
+            except (RayActorError, ActorUnavailableError):  # the worker died: a new one samples its step again
+                self._failures += 1
+                if self._failures > MAX_RESTARTS:
+                    raise RuntimeError(f"async: worker {w} died {self._failures} times in a row") from None
+                ray.kill(self.workers[w])
+                self.workers[w], self.held[w] = self._start(w), -1
+                self.restarts += 1
+                self._again(got)
+                self._dispatch()
+                continue
+            self._failures = 0
+            if got - result.version > self.max_staleness:  # trained at version `got`: too stale
+                self.dropped += len(result.groups)
+                self._again(got)
+            else:
+                self.ready[got] = result
+            self._dispatch()
+        return self.ready.pop(step)
+
+    def _again(self, step: int) -> None:
+        self.redo = deque(sorted([*self.redo, step]))
+
+    def take_dropped(self) -> int:
+        dropped, self.dropped = self.dropped, 0
+        return dropped
+
+    def close(self) -> None:
+        """Ends every worker (and the local Ray this pool started)."""
+        import ray
+
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers, self.busy = [], {}
+        if self._own_ray:
+            ray.shutdown()
