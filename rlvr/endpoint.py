@@ -1,8 +1,12 @@
 """`rlvr eval --endpoint`: whole episodes of any env against a served model (OpenAI-compatible API).
 
-`evaluate_endpoint` runs episodes through the Gymnasium API: reset -> messages -> the endpoint
--> `env.step(reply)` -> the next observation, until the env ends the episode, so multi-turn
-envs are evaluated on every turn. pass@k is computed over each episode's final outcome.
+`EndpointGenerator` is a message generator (trainer/generator.py) for the one episode loop
+(trainer/rollout.py): reset -> messages -> the endpoint -> `env.step(reply)` -> the next
+observation, until the env ends the episode, so multi-turn envs are evaluated on every turn.
+Episodes do not wait for each other: a turn is sent as soon as the env has answered the last
+one, at most `endpoint.max_concurrency` requests in flight. A request that fails for good
+(outage, timeout after retries) ends its episode as `error`. pass@k is computed over each
+episode's final outcome (`rlvr.evaluate.evaluate`).
 
 Tool envs (`ToolEnv`, e.g. rlvr/ToolMath-v0) are told their tools as the OpenAI API does: the
 env's tool schemas go in the request's `tools=`, each assistant turn that called tools carries
@@ -20,17 +24,13 @@ which the LLM judge uses without importing envs; it is importable from here too.
 from __future__ import annotations
 
 import json
-import threading
-from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from rlvr.envs.tool_calls import HermesParser, ToolCall
 from rlvr.envs.tools import with_tool_prompt
 from rlvr.openai_client import API_KEY_ENV, RETRY_STATUS, ChatEndpoint, EndpointError, api_base
-
-MAX_EPISODE_TURNS = 32  # a safety bound on envs that never end an episode
 
 
 class ToolWire:
@@ -102,109 +102,88 @@ def _openai_call(call_id: str, call: Any) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": function}
 
 
-# --- evaluation of a served model ------------------------------------------------------
+# --- the served model as a generator ---------------------------------------------------
 
 
-def run_episode(env, endpoint: ChatEndpoint, index: int, params: dict[str, Any],
-                tool_prompt: bool = True) -> dict[str, Any]:
-    """One episode of task `index` through the Gymnasium API; the served model answers every turn."""
-    observation, _ = env.reset(options={"index": index})
-    wire = ToolWire(env, observation, tool_prompt) if getattr(env.unwrapped, "tool_schemas", None) else None
-    replies: list[str] = []
-    info: dict[str, Any] = {}
-    reward = 0.0
-    for _ in range(MAX_EPISODE_TURNS):
+class EndpointGenerator:
+    """A served model as a message generator: each turn is one chat request (the sampling settings as
+    max_tokens, temperature (0 when greedy), top_p, and seed = the prompt's seed + the episode's number;
+    `params` are added to every request). `tool_prompt=False` describes a tool env's tools only in
+    `tools=`, for servers whose chat template renders them."""
+
+    def __init__(self, endpoint: ChatEndpoint, tool_prompt: bool = True, params: dict[str, Any] | None = None):
+        self.endpoint, self.tool_prompt, self.params = endpoint, tool_prompt, dict(params or {})
+
+    def start(self, batch: Any, settings: Any) -> _EndpointSession:
+        return _EndpointSession(self, batch, settings)
+
+
+class _EndpointSession:
+    def __init__(self, generator: EndpointGenerator, batch: Any, settings: Any):
+        self.endpoint, self.batch, self.n = generator.endpoint, batch, settings.n
+        self.params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if settings.greedy else
+                       settings.temperature, "top_p": settings.top_p, **generator.params}
+        first = [batch.prompts[r // self.n] for r in range(len(batch.envs))]
+        self.wires = [ToolWire(env, messages, generator.tool_prompt)
+                      if getattr(env.unwrapped, "tool_schemas", None) else None
+                      for env, messages in zip(batch.envs, first)]
+        self.replies = [0] * len(first)
+        self.pool = ThreadPoolExecutor(max_workers=self.endpoint.max_concurrency)
+        self.pending: dict[Any, int] = {}
+        for row, messages in enumerate(first):
+            self._send(row, messages)
+
+    def _send(self, row: int, observation: list[dict[str, Any]]) -> None:
+        wire = self.wires[row]
         messages, extra = wire.request(observation) if wire else (observation, {})
-        try:
-            message = endpoint.message(messages, **params, **extra)
-        except EndpointError as exc:
-            return {"correct": False, "reward": 0.0, "reason": "error", "error": str(exc), "replies": replies,
-                    "task_id": env.unwrapped.task.task_id, "turns": len(replies)}
-        reply = wire.reply_text(message, len(replies)) if wire else message["content"]
-        replies.append(reply)
-        observation, reward, terminated, truncated, info = env.step(reply)
-        if terminated or truncated:
-            break
-    outcome = {"correct": bool(info.get("correct")), "reward": float(info.get("final_reward", reward)),
-               "reason": info.get("score", {}).get("reason"), "replies": replies, "task_id": info.get("task_id"),
-               "turns": len(replies)}
-    if wire:
-        outcome.update(tool_calls=info.get("tool_calls", 0), ended_by=info.get("ended_by"))
-    return outcome
+        seed = self.batch.seeds[row // self.n] + row % self.n
+        self.pending[self.pool.submit(self.endpoint.message, messages, **self.params, seed=seed, **extra)] = row
+
+    def turns(self) -> list:
+        from rlvr.trainer.generator import Turn
+
+        if not self.pending:
+            return []
+        done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
+        out = []
+        for future in done:
+            row = self.pending.pop(future)
+            try:
+                message = future.result()
+            except EndpointError as exc:
+                out.append(Turn(row, error=str(exc)))
+                continue
+            wire = self.wires[row]
+            out.append(Turn(row, text=wire.reply_text(message, self.replies[row]) if wire else message["content"]))
+            self.replies[row] += 1
+        return out
+
+    def extend(self, row: int, messages: list[dict[str, Any]], reply_ids: Any) -> None:
+        self._send(row, messages)
+
+    def finish(self, row: int) -> None:
+        pass
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, n: int = 1, ks: Sequence[int] = (1,),
                       limit: int | None = None, env_kwargs: dict[str, Any] | None = None, max_tokens: int = 256,
                       temperature: float | None = None, top_p: float = 1.0, seed: int = 0,
-                      keep_samples: bool = False, progress: bool = True, tool_prompt: bool = True):
+                      keep_samples: bool = False, progress: bool = True, tool_prompt: bool = True,
+                      params: dict[str, Any] | None = None):
     """pass@k of the served model on `env_id`: n episodes per task, `endpoint.max_concurrency` at a time.
-
-    `tool_prompt=False` describes a tool env's tools only in `tools=`, for servers whose chat template
-    renders them (otherwise they are in the system message too).
 
     An episode the server failed (outage, timeout after retries) counts as not correct and
     is reported under the reason `error` (`result.reasons["error"]`).
     """
-    import sys
+    from rlvr.evaluate import evaluate
 
-    from tqdm import tqdm
-
-    from rlvr.envs import make
-    from rlvr.evaluate import DEFAULT_GENERATED_ITEMS, EvalResult, pass_at_k
-
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if any(not isinstance(k, int) or not 1 <= k <= n for k in ks):
-        raise ValueError(f"every k must be in 1..n (n={n}), got {list(ks)}")
-    probe = make(env_id, **(env_kwargs or {}))
-    size = probe.unwrapped.source.size
-    probe.close()
-    total = size if size is not None else DEFAULT_GENERATED_ITEMS
-    if limit is not None:
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive int, got {limit!r}")
-        total = min(total, limit)
-    greedy = temperature is None and n == 1
-    local = threading.local()
-    envs: list[Any] = []
-
-    def episode(unit: tuple[int, int]) -> tuple[int, dict[str, Any]]:
-        index, sample = unit
-        if not hasattr(local, "env"):
-            local.env = make(env_id, **(env_kwargs or {}))
-            envs.append(local.env)
-        params = {"max_tokens": max_tokens, "temperature": 0.0 if greedy else (1.0 if temperature is None else temperature),
-                  "top_p": top_p, "seed": seed * 1_000_003 + index * n + sample}
-        return index, run_episode(local.env, endpoint, index, params, tool_prompt)
-
-    units = [(i, j) for i in range(total) for j in range(n)]
-    outcomes: dict[int, list[dict[str, Any]]] = {i: [] for i in range(total)}
-    with ThreadPoolExecutor(max_workers=endpoint.max_concurrency) as pool, \
-            tqdm(total=len(units), desc=f"eval {env_id}", unit="episode", disable=not progress, file=sys.stderr) as bar:
-        for index, outcome in pool.map(episode, units):
-            outcomes[index].append(outcome)
-            bar.update(1)
-    for env in envs:
-        env.close()
-    reasons: Counter[str] = Counter()
-    samples = []
-    sums = dict.fromkeys(ks, 0.0)
-    reward_sum = 0.0
-    for index in range(total):
-        correct = sum(o["correct"] for o in outcomes[index])
-        for k in ks:
-            sums[k] += pass_at_k(n, correct, k)
-        for o in outcomes[index]:
-            reward_sum += o["reward"]
-            if o["reason"]:
-                reasons[o["reason"]] += 1
-            if keep_samples:
-                samples.append({"task_id": o["task_id"], "completion": o["replies"][-1] if o["replies"] else "",
-                                "turns": o["turns"], "replies": o["replies"], "reward": o["reward"],
-                                "correct": o["correct"], "reason": o["reason"],
-                                **{k: o[k] for k in ("error", "tool_calls", "ended_by") if k in o}})
-    return EvalResult(env=env_id, items=total, n=n, pass_at={k: sums[k] / total for k in ks},
-                      mean_reward=reward_sum / (total * n), reasons=dict(reasons.most_common()), samples=samples)
+    tasks = max(8, -(-2 * endpoint.max_concurrency // n))  # tasks per batch: enough episodes to keep requests in flight
+    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params), n=n, ks=ks, limit=limit,
+                    batch_size=tasks, env_kwargs=env_kwargs, keep_samples=keep_samples, progress=progress,
+                    max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
 
 
 def run_eval(args: Any, env_kwargs: dict[str, Any], ks: Sequence[int]):
@@ -231,5 +210,5 @@ def run_eval(args: Any, env_kwargs: dict[str, Any], ks: Sequence[int]):
         endpoint.close()
 
 
-__all__ = ["API_KEY_ENV", "MAX_EPISODE_TURNS", "RETRY_STATUS", "ChatEndpoint", "EndpointError", "ToolWire", "api_base",
-           "evaluate_endpoint", "run_episode", "run_eval"]
+__all__ = ["API_KEY_ENV", "RETRY_STATUS", "ChatEndpoint", "EndpointError", "EndpointGenerator", "ToolWire", "api_base",
+           "evaluate_endpoint", "run_eval"]

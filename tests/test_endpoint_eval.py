@@ -9,7 +9,7 @@ from conftest import require_docker
 from llama_server import Relay, free_port
 
 from rlvr.cli import main
-from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint, run_episode
+from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
 
@@ -100,16 +100,17 @@ def test_tool_env_tells_the_served_model_its_tools(llama_server, tmp_path, capsy
 def test_structured_tool_calls_from_the_server_run_in_the_env(llama_server):
     """llama.cpp answers with structured `tool_calls` when `tool_choice` names a tool: they reach the env as calls."""
     require_docker(lambda: PythonTool().pool())
-    env = make("rlvr/ToolMath-v0", tasks="arithmetic", digits=3, ops="*", max_turns=2)
     relay = Relay(llama_server.port)
     try:
         endpoint = ChatEndpoint(relay.url, llama_server.model)
         forced = {"type": "function", "function": {"name": "python"}}
-        outcome = run_episode(env, endpoint, 0, {"max_tokens": 48, "temperature": 0.0, "tool_choice": forced})
+        result = evaluate_endpoint("rlvr/ToolMath-v0", endpoint, limit=1, max_tokens=48, keep_samples=True,
+                                   progress=False, params={"tool_choice": forced},
+                                   env_kwargs={"tasks": "arithmetic", "digits": 3, "ops": "*", "max_turns": 2})
         endpoint.close()
     finally:
         relay.close()
-        env.close()
+    outcome, = result.samples
     assert (outcome["tool_calls"], outcome["turns"], outcome["ended_by"]) == (2, 2, "max_turns")
     assert all(reply.startswith("<tool_call>") for reply in outcome["replies"])  # written in the env's format
     second = relay.requests[1]["messages"]

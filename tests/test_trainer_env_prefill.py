@@ -8,11 +8,11 @@ import torch
 
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import MultiTurnEnv
-from rlvr.trainer.episodes import rollout_episodes
 from rlvr.trainer.generation import prefill_prompts
 from rlvr.trainer.groups import prompt_generator
 from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
 from rlvr.trainer.models import load_model
+from rlvr.trainer.rollout import local_rollout
 
 TOL = 1e-4  # fp32 on CPU: the three ways of computing a log-prob agree to ~1e-6; a wrong position or mask is >1e-2
 TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(3) for b in range(3)]
@@ -85,8 +85,7 @@ def test_each_sampled_token_is_drawn_with_its_own_uniform_under_the_full_convers
     model, tok = tiny
     seed, group = 5, 3
     envs = [gym.make("test_prefill/Ragged-v0") for _ in range(2 * group)]
-    groups = rollout_episodes(model, tok, envs, [0, 1], seed=seed, group_size=group, max_new_tokens=5,
-                              max_episode_tokens=200)
+    groups = local_rollout(model, tok, envs, [0, 1], seed=seed, group_size=group, max_new_tokens=5, budget=200)
     lengths = set()
     checked = 0
     for g in groups:

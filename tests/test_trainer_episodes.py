@@ -8,10 +8,11 @@ import torch
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import SELF_CHECK, MathSelfCheckEnv
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import _end_marker, call_ended, drop_errors, env_tokens, is_error, rollout_episodes
+from rlvr.trainer.episodes import _end_marker, call_ended, drop_errors, env_tokens, is_error
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.loss import grpo_loss
 from rlvr.trainer.models import load_model
+from rlvr.trainer.rollout import local_rollout
 from rlvr.verifiers.core import Score
 
 TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(3) for b in range(3)]
@@ -46,8 +47,8 @@ def tiny():
 def episodes(tiny, env_id="test_episodes/SelfCheck-v0", prompts=2, g=3, **kw):
     model, tok = tiny
     envs = [gym.make(env_id) for _ in range(prompts * g)]
-    return rollout_episodes(model, tok, envs, list(range(prompts)), seed=0, group_size=g, max_new_tokens=6,
-                            max_episode_tokens=kw.pop("max_episode_tokens", 200), **kw)
+    return local_rollout(model, tok, envs, list(range(prompts)), seed=0, group_size=g, max_new_tokens=6,
+                         budget=kw.pop("max_episode_tokens", 200), **kw)
 
 
 def test_every_turn_is_played_and_the_env_reply_is_the_template_rendering(tiny):

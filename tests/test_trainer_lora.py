@@ -10,12 +10,13 @@ import torch
 
 from rlvr.cli import main as rlvr_main
 from rlvr.trainer.config import TrainConfig, load_config
-from rlvr.trainer.groups import make_envs, rollout
+from rlvr.trainer.groups import make_envs
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.metrics import read_jsonl
 from rlvr.trainer.models import load_model
 from rlvr.trainer.packed_weights import can_pack
+from rlvr.trainer.rollout import local_rollout
 
 TIMING = {"step_s", "gen_s", "tokens_per_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
@@ -97,9 +98,9 @@ def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
     envs = make_envs(TOY["env"], {}, 4)
     kwargs = dict(seed=7, group_size=8, max_new_tokens=8)
     with trainer._packed(trainer.sample_bf16, rows=32):
-        packed = rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
+        packed = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
     assert not any("forward" in vars(m) for m in model.modules())  # unpacked again
-    dense = rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
+    dense = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
     assert [g.completion_ids for g in packed] == [g.completion_ids for g in dense]
     for p, d in zip(packed, dense):
         for lp_p, lp_d in zip(p.sample_logps, d.sample_logps):

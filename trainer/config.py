@@ -36,6 +36,14 @@ class TrainConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     mask_truncated: bool = False  # truncated completions take no part in the loss
+    # what samples the turns (trainer/generator.py): "local" (the KV-cache sampler on the trainer's model) or
+    # "vllm" (an engine in this process, weights synced after every step; the loss corrects its numerics
+    # with tis_cap and logs sampler_kl every step)
+    generator: str = "local"
+    vllm_kv_cache_gib: float = 1.0  # the engine's KV cache (CPU RAM or GPU memory)
+    vllm_max_model_len: int = 2048  # the longest prompt + episode the engine holds
+    vllm_gpu_memory_utilization: float = 0.3  # CUDA: the share of GPU memory the engine may take
+    vllm_sleep: bool = False  # CUDA: free the engine's memory during the optimizer step (vLLM's sleep mode)
     # multi-turn envs (trainer/episodes.py): max_new_tokens is per assistant turn
     max_episode_tokens: int = 512  # tokens after the prompt (sampled + env) before an episode is cut
     episode_return: str = "final"  # an episode's reward: "final" (its last reward) or "sum" (of its turn rewards)
@@ -116,6 +124,12 @@ class TrainConfig:
             (isinstance(self.curriculum, list), "curriculum must be a list of stages"),
         ]
         checks.append((self.parallel in ("replicate", "fsdp"), "parallel must be 'replicate' or 'fsdp'"))
+        checks.append((self.generator in ("local", "vllm"), "generator must be 'local' or 'vllm'"))
+        checks.append((self.generator == "local" or self.parallel == "replicate",
+                       "generator: vllm runs with parallel: replicate (one engine per process)"))
+        checks.append((self.generator == "vllm" or not self.vllm_sleep, "vllm_sleep needs generator: vllm"))
+        checks.append((self.vllm_kv_cache_gib > 0 and self.vllm_max_model_len >= 1,
+                       "vllm_kv_cache_gib must be positive and vllm_max_model_len at least 1"))
         for ok, message in checks:
             if not ok:
                 raise ValueError(f"config: {message}")

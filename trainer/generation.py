@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.trainer.kvcache import cache_kwarg, returned_cache
+from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
 
 
 @dataclass
@@ -156,3 +156,124 @@ def generate(model, tokenizer, prompts: list[list[dict]], n: int = 1, max_new_to
     finally:
         model.train(was_training)
     return [[tokenizer.decode(c, skip_special_tokens=True) for c in r.completion_ids] for r in results]
+
+
+class CarriedSession:
+    """Multi-turn episodes with one KV cache carried across turns (a `generator.Session`).
+
+    Every live row takes one decoding step at a time. A turn ends at an end-of-turn id
+    (`settings.stop_token_ids`), at `max_new_tokens`, at the row's token budget, or when its ids close
+    a tool call (`batch.ends_call`); it is then handed to the loop, which answers with the env's
+    tokens (`extend`: run through the cache as one prefill of every row that got a reply,
+    `kvcache.feed_rows`) or ends the row (`finish`: dropped from the batch). Nothing is encoded twice.
+    The k-th token of an episode is drawn with the k-th uniform number of its prompt's generator (env
+    tokens count), so sampling does not depend on how the env's tokens are fed.
+    """
+
+    def __init__(self, model, batch, settings, pad_token_id: int):
+        if not settings.greedy and (settings.temperature <= 0 or not 0 < settings.top_p <= 1):
+            raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
+        self.model, self.batch, self.settings, self.pad = model, batch, settings, pad_token_id
+        self.was_training = model.training
+        model.eval()
+        self.n = settings.n
+        self.device = next(model.parameters()).device
+        self.generators = [torch.Generator().manual_seed(s) for s in batch.seeds]
+        with torch.no_grad():
+            self.cache, self.logits, self.mask, self.next_pos = prefill_prompts(
+                model, batch.prompts, self.n, pad_token_id, self.device)
+        rows = len(batch.prompts) * self.n
+        self.tokens: list[list[int]] = [[] for _ in range(rows)]
+        self.logps: list[list[float]] = [[] for _ in range(rows)]
+        self.turn_start = [0] * rows
+        self.draws: list[list[torch.Tensor]] = [[] for _ in batch.prompts]  # each prompt's uniforms, n per draw
+        self.active = torch.arange(rows)  # the original row of each row of the batch
+        self.chosen = None  # the last tokens picked, not yet run through the model
+        self.ended: set[int] = set()
+        self.replies: dict[int, list[int]] = {}
+
+    def _uniform(self, row: int) -> float:
+        """The uniform number of the row's next token: its prompt's draw number len(tokens)."""
+        p, k = row // self.n, len(self.tokens[row])
+        while len(self.draws[p]) <= k:
+            self.draws[p].append(torch.rand(self.n, generator=self.generators[p]))
+        return float(self.draws[p][k][row % self.n])
+
+    def _turn_over(self, row: int, token: int) -> bool:
+        turn = self.tokens[row][self.turn_start[row]:]
+        budget = self.batch.budget
+        if token in self.settings.stop_token_ids or len(turn) >= self.settings.max_new_tokens or (
+                budget is not None and len(self.tokens[row]) >= budget):
+            return True
+        return self.batch.ends_call is not None and self.batch.ends_call(row, turn)
+
+    def _advance(self) -> None:
+        """Drop the ended rows, run the picked tokens through the model, then the env replies as one prefill."""
+        keep = [j for j, row in enumerate(self.active.tolist()) if row not in self.ended]
+        if not keep:
+            self.active = self.active[:0]
+            return
+        chosen = self.chosen
+        if len(keep) < len(self.active):
+            index = torch.tensor(keep, dtype=torch.long, device=self.device)
+            self.cache.batch_select_indices(index)
+            self.active, self.mask, self.next_pos, chosen = (
+                self.active[index.cpu()], self.mask[index], self.next_pos[index], chosen[index])
+        self.mask = torch.cat([self.mask, self.mask.new_ones((len(self.active), 1))], dim=1)
+        out = self.model(input_ids=chosen.unsqueeze(-1), attention_mask=self.mask, position_ids=self.next_pos,
+                         use_cache=True, **cache_kwarg(self.model, self.cache))
+        self.logits = out.logits[:, -1]
+        self.next_pos = self.next_pos + 1
+        replying = [j for j, row in enumerate(self.active.tolist()) if row in self.replies]
+        if replying:
+            rows = self.active[replying].tolist()
+            fed, self.mask, self.next_pos = feed_rows(self.model, self.cache, self.mask, self.next_pos, replying,
+                                                      [self.replies.pop(row) for row in rows], self.pad)
+            self.logits[replying] = fed
+
+    @torch.no_grad()
+    def turns(self) -> list:
+        from rlvr.trainer.generator import Turn
+
+        settings = self.settings
+        while True:
+            if self.chosen is not None:
+                self._advance()
+            if not len(self.active):
+                return []
+            if settings.greedy:
+                chosen = self.logits.argmax(-1)
+                logp = torch.log_softmax(self.logits.float(), -1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+            else:
+                uniforms = torch.tensor([self._uniform(row) for row in self.active.tolist()], dtype=torch.float32)
+                chosen, logp = _pick(self.logits, uniforms.to(self.device), settings.temperature, settings.top_p)
+            self.chosen = chosen
+            ending = []
+            for row, tok, lp in zip(self.active.tolist(), chosen.tolist(), logp.tolist()):
+                self.tokens[row].append(tok)
+                self.logps[row].append(lp)
+                if self._turn_over(row, tok):
+                    ending.append(row)
+            if ending:
+                out = []
+                for row in ending:
+                    start = self.turn_start[row]
+                    ids = self.tokens[row][start:]
+                    cut = len(ids) >= settings.max_new_tokens and ids[-1] not in settings.stop_token_ids
+                    out.append(Turn(row, ids, self.logps[row][start:], truncated=cut))
+                    self.ended.add(row)  # until the loop extends it
+                return out
+
+    def extend(self, row: int, messages, reply_ids) -> None:
+        self.ended.discard(row)
+        self.replies[row] = list(reply_ids)
+        self.tokens[row] += reply_ids
+        self.logps[row] += [0.0] * len(reply_ids)
+        self.turn_start[row] = len(self.tokens[row])
+
+    def finish(self, row: int) -> None:
+        self.ended.add(row)
+
+    def close(self) -> None:
+        self.model.train(self.was_training)
+        self.cache = None

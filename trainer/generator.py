@@ -1,4 +1,4 @@
-"""The generator interface: what an episode loop asks of whatever samples its assistant turns.
+"""The generator interface: what the episode loop (trainer/rollout.py) asks of whatever samples its turns.
 
 A generator takes token ids (one list per prompt), the sampling settings and one seed per prompt,
 and returns, for each prompt, `settings.n` completions as token ids with the log-probability of
@@ -7,19 +7,29 @@ each sampled token under the sampling policy (after temperature and top-p): the
 log-probabilities with the trainer's own (`tis_cap`, `sampler_kl`), so a generator whose numerics
 differ from the trainer's (another precision, another engine) is corrected rather than trusted.
 
+The loop runs whole episodes through a session: `start(batch, settings)` opens one for the G
+episodes of each prompt; `turns()` gives finished assistant turns, and the loop answers each with
+`extend` (the env's reply, as messages and as tokens) or `finish`. A generator without `start` (or
+whose `start` returns None) gets `TurnByTurn`: each turn re-submits the episode's ids to `sample`.
+
 `sync_weights(model)` is called after every optimizer step: a generator that holds its own copy
 of the weights (vLLM) takes the new ones; one that samples with the trainer's model does nothing.
 
 Implementations: `LocalGenerator` here (the KV-cache sampler of trainer/generation.py, seeded per
-prompt exactly as before) and `VLLMGenerator` in trainer/vllm_generator.py.
+prompt exactly as before, with a KV cache carried across turns), `VLLMGenerator` in
+trainer/vllm_generator.py, and the message generators of `rlvr eval` (rlvr/evaluate.py,
+rlvr/endpoint.py). This module does not import torch: `rlvr eval --endpoint` runs without it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
-from rlvr.trainer.generation import Sampled
+if TYPE_CHECKING:
+    from rlvr.trainer.generation import Sampled
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,50 @@ class SamplingSettings:
     stop: tuple[str, ...] = ()
 
 
+@dataclass
+class Batch:
+    """The episodes a session runs: `settings.n` of each prompt, row r playing episode r % n of prompt r // n.
+
+    `prompts` are token ids (token generators) or first messages (message generators). `envs[r]` is
+    row r's env. `ends_call(r, ids)` says whether a turn's ids just closed a tool call (the env
+    parser's test). `budget` bounds each row's tokens after the prompt (None: no bound).
+    """
+
+    prompts: list
+    seeds: list[int]
+    envs: list
+    multiturn: bool
+    ends_call: Callable[[int, list[int]], bool] | None = None
+    budget: int | None = None
+
+
+@dataclass
+class Turn:
+    """One finished assistant turn of row `row`: its ids and their log-probs (token generators), or its
+    text (message generators); `truncated` when it hit the token limit; `error` when the generator failed
+    (an infrastructure failure: the episode ends as `error`, not as a wrong answer)."""
+
+    row: int
+    ids: list[int] | None = None
+    logps: list[float] | None = None
+    text: str = ""
+    truncated: bool = False
+    error: str | None = None
+
+
+class Session(Protocol):
+    def turns(self) -> list[Turn]:
+        """Finished turns of some live rows (at least one while any row waits for its turn)."""
+
+    def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
+        """The env answered row's last turn: the whole conversation, and the reply's tokens (token generators)."""
+
+    def finish(self, row: int) -> None:
+        """Row's episode is over."""
+
+    def close(self) -> None: ...
+
+
 class Generator(Protocol):
     def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
         """`settings.n` completions of each prompt; prompt i draws from `seeds[i]` alone, so its
@@ -46,8 +100,77 @@ class Generator(Protocol):
         """Take the trainer's current weights (after an optimizer step)."""
 
 
+def turn_seed(seed: int, episode: int, turn: int) -> int:
+    """The seed of turn `turn` (>= 1) of episode `episode` of a prompt seeded `seed` (32 bits: torch's CPU
+    generator reads no more)."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{episode}:{turn}".encode(), digest_size=4).digest(), "little")
+
+
+def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
+    """The generator's own session for `batch`, or a turn-by-turn one over its `sample`."""
+    own = getattr(generator, "start", None)
+    session = own(batch, settings) if own is not None else None
+    return session if session is not None else TurnByTurn(generator, batch, settings)
+
+
+class TurnByTurn:
+    """A session for a generator that only samples: the first turns of a prompt's n episodes are one
+    `sample` call (n completions, the prompt's seed), each later turn re-submits the episode's whole ids
+    (prefix caching makes that cheap in vLLM) with a seed of (prompt seed, episode, turn). The ids
+    re-submitted are the ids sampled and the env's tokens: nothing is re-tokenized."""
+
+    def __init__(self, generator, batch: Batch, settings: SamplingSettings):
+        self.generator, self.batch, self.settings = generator, batch, settings
+        self.ids = [[] for _ in range(len(batch.prompts) * settings.n)]  # each row's ids after its prompt
+        self.turn = [0] * len(self.ids)
+        self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+
+    def _limit(self, row: int) -> int:
+        left = self.settings.max_new_tokens if self.batch.budget is None else self.batch.budget - len(self.ids[row])
+        return min(self.settings.max_new_tokens, left)
+
+    def turns(self) -> list[Turn]:
+        n = self.settings.n
+        if self.waiting is None:
+            self.waiting = []
+            sampled = self.generator.sample(self.batch.prompts, replace(self.settings, max_new_tokens=self._limit(0)),
+                                            self.batch.seeds)
+            out = [Turn(p * n + j, ids, lps, truncated=cut)
+                   for p, s in enumerate(sampled)
+                   for j, (ids, lps, cut) in enumerate(zip(s.completion_ids, s.logprobs, s.truncated))]
+        else:
+            out, by_limit = [], {}
+            for row in self.waiting:
+                by_limit.setdefault(self._limit(row), []).append(row)
+            self.waiting = []
+            for limit, rows in sorted(by_limit.items()):
+                sampled = self.generator.sample(
+                    [self.batch.prompts[r // n] + self.ids[r] for r in rows],
+                    replace(self.settings, n=1, max_new_tokens=limit),
+                    [turn_seed(self.batch.seeds[r // n], r % n, self.turn[r]) for r in rows])
+                out += [Turn(r, s.completion_ids[0], s.logprobs[0], truncated=s.truncated[0])
+                        for r, s in zip(rows, sampled)]
+        for t in out:
+            self.ids[t.row] += t.ids
+            self.turn[t.row] += 1
+        return out
+
+    def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
+        self.ids[row] += reply_ids
+        self.waiting.append(row)
+
+    def finish(self, row: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class LocalGenerator:
-    """The KV-cache sampler (trainer/generation.py) on the trainer's own model: nothing to sync."""
+    """The KV-cache sampler (trainer/generation.py) on the trainer's own model: nothing to sync.
+
+    Single-turn groups are one `sample` call, as they always were; multi-turn episodes run in
+    `generation.CarriedSession`, one KV cache carried across turns."""
 
     def __init__(self, model, pad_token_id: int):
         self.model, self.pad_token_id = model, pad_token_id
@@ -58,7 +181,7 @@ class LocalGenerator:
         from rlvr.trainer.generation import sample
 
         if settings.stop:
-            raise ValueError("the local sampler stops on token ids only (episodes.py checks stop markers itself)")
+            raise ValueError("the local sampler stops on token ids only (multi-turn episodes run in start())")
         was_training = self.model.training
         self.model.eval()
         try:
@@ -68,6 +191,13 @@ class LocalGenerator:
                           eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
         finally:
             self.model.train(was_training)
+
+    def start(self, batch: Batch, settings: SamplingSettings):
+        if not batch.multiturn:
+            return None
+        from rlvr.trainer.generation import CarriedSession
+
+        return CarriedSession(self.model, batch, settings, self.pad_token_id)
 
     def sync_weights(self, model) -> None:
         self.model = model

@@ -13,9 +13,6 @@ import hashlib
 from dataclasses import dataclass, field
 
 import gymnasium as gym
-import torch
-
-from rlvr.trainer.generation import encode_chats, eos_ids, sample
 
 
 @dataclass
@@ -54,73 +51,56 @@ def score(envs: list, texts: list[list[str]]) -> list[list[tuple[float, dict]]]:
     return [e.unwrapped.score_group(t) for e, t in zip(envs, texts)]
 
 
-def prompt_generator(seed: int, index: int, draw: int = 0) -> torch.Generator:
-    """The sampling generator of prompt `index`, asked for the `draw`-th time after the first (trainer/replay.py).
+def prompt_seed(seed: int, index: int, draw: int = 0) -> int:
+    """The sampling seed of prompt `index`, asked for the `draw`-th time after the first (trainer/replay.py).
 
     torch seeds its CPU generator from the low 32 bits only, so a replay's key is hashed into them
     rather than put above them.
     """
-    key = (seed & 0xFFFF_FFFF) << 20 ^ index
     if draw:
-        key = int.from_bytes(hashlib.blake2b(f"{seed}:{index}:{draw}".encode(), digest_size=4).digest(), "little")
-    return torch.Generator().manual_seed(key)
+        return int.from_bytes(hashlib.blake2b(f"{seed}:{index}:{draw}".encode(), digest_size=4).digest(), "little")
+    return (seed & 0xFFFF_FFFF) << 20 ^ index
 
 
-def rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
-            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-            draws: list[int] | None = None) -> list[Group]:
-    """Reset env i to prompt indices[i], sample `group_size` completions of each, and score them.
+def prompt_generator(seed: int, index: int, draw: int = 0):
+    """A torch generator seeded with `prompt_seed` (the uniform numbers the local sampler draws)."""
+    import torch
 
-    `draws` are the prompts' draw numbers (0, the default, on a first asking; a replay gets new samples).
-    """
-    if len(envs) < len(indices):
-        raise ValueError(f"{len(indices)} prompts but only {len(envs)} envs")
-    envs = envs[: len(indices)]
-    chats = [env.reset(seed=seed + index)[0] for env, index in zip(envs, indices)]
-    was_training = model.training
-    model.eval()
-    try:
-        sampled = sample(
-            model, encode_chats(tokenizer, chats), n=group_size, max_new_tokens=max_new_tokens,
-            temperature=temperature, top_p=top_p, greedy=greedy,
-            generators=[prompt_generator(seed, i, d) for i, d in zip(indices, draws or [0] * len(indices))],
-            eos_token_ids=eos_ids(tokenizer, model), pad_token_id=tokenizer.pad_token_id,
-        )
-    finally:
-        model.train(was_training)
-    texts = [[tokenizer.decode(c, skip_special_tokens=True) for c in s.completion_ids] for s in sampled]
-    scored = score(envs, texts)
-    return [
-        Group(index, s.prompt_ids, s.completion_ids, s.truncated, t,
-              [float(r) for r, _ in results], [info for _, info in results], s.logprobs)
-        for index, s, t, results in zip(indices, sampled, texts, scored)
-    ]
+    return torch.Generator().manual_seed(prompt_seed(seed, index, draw))
 
 
 def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, n_prompts: int, *, seed: int,
              max_new_tokens: int, batch: int = 16, max_episode_tokens: int = 512) -> dict:
-    """Greedy accuracy and mean reward on prompts seed, seed + 1, ... (the held-out seeds)."""
-    envs = make_envs(env_id, env_kwargs, min(batch, n_prompts))
-    from rlvr.trainer.episodes import evaluate_episodes, is_multiturn
+    """Greedy accuracy and mean reward on prompts seed, seed + 1, ... (the held-out seeds); multi-turn envs
+    add mean turns and tool calls, and the share of correct episodes that called a tool."""
+    from rlvr.trainer.episodes import is_error, is_multiturn
+    from rlvr.trainer.rollout import local_rollout
 
-    if envs and is_multiturn(envs[0]):  # whole episodes (mean turns and tool calls too)
-        for env in envs:
-            env.close()
-        return evaluate_episodes(model, tokenizer, env_id, env_kwargs, n_prompts, seed=seed,
-                                 max_new_tokens=max_new_tokens, max_episode_tokens=max_episode_tokens, batch=batch)
-    correct, reward, parts = 0, 0.0, {}
+    envs = make_envs(env_id, env_kwargs, min(batch, n_prompts))
+    multiturn = bool(envs) and is_multiturn(envs[0])
+    totals = {"correct": 0, "reward": 0.0, "turns": 0, "tool_calls": 0, "tool_correct": 0, "errors": 0}
+    parts: dict[str, float] = {}
     try:
         for start in range(0, n_prompts, batch):
             indices = list(range(start, min(start + batch, n_prompts)))
-            for g in rollout(model, tokenizer, envs, indices, seed=seed, group_size=1,
-                             max_new_tokens=max_new_tokens, greedy=True):
-                correct += g.correct[0]
-                reward += g.rewards[0]
-                for name, value in g.infos[0].get("score", {}).get("components", {}).items():
+            for g in local_rollout(model, tokenizer, envs, indices, seed=seed, group_size=1,
+                                   max_new_tokens=max_new_tokens, greedy=True, budget=max_episode_tokens):
+                info = g.infos[0]
+                totals["correct"] += bool(info.get("correct"))
+                totals["reward"] += g.rewards[0]
+                totals["turns"] += info.get("turns", 1)
+                totals["tool_calls"] += info.get("tool_calls", 0)
+                totals["tool_correct"] += bool(info.get("correct")) and info.get("tool_calls", 0) > 0
+                totals["errors"] += is_error(info)
+                for name, value in info.get("score", {}).get("components", {}).items():
                     parts[name] = parts.get(name, 0.0) + float(value)
     finally:
         for env in envs:
             env.close()
     n = max(n_prompts, 1)
-    return {"accuracy": correct / n, "reward": reward / n, "n": n_prompts,
-            **{f"reward/{name}": value / n for name, value in sorted(parts.items())}}
+    result = {"accuracy": totals["correct"] / n, "reward": totals["reward"] / n, "n": n_prompts}
+    if not multiturn:
+        return {**result, **{f"reward/{name}": value / n for name, value in sorted(parts.items())}}
+    return {**result, "turns_mean": totals["turns"] / n, "tool_calls_mean": totals["tool_calls"] / n,
+            "tool_use_among_correct": totals["tool_correct"] / totals["correct"] if totals["correct"] else None,
+            "errors": totals["errors"]}

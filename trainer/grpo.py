@@ -28,8 +28,10 @@ import yaml
 
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn, rollout_episodes
-from rlvr.trainer.groups import Group, evaluate, make_envs, rollout
+from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn
+from rlvr.trainer.generation import eos_ids
+from rlvr.trainer.generator import LocalGenerator, SamplingSettings
+from rlvr.trainer.groups import Group, evaluate, make_envs, prompt_seed
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
@@ -39,6 +41,7 @@ from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
 from rlvr.trainer.progress import ProgressBar
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
+from rlvr.trainer.rollout import rollout
 
 EPS = 1e-4
 
@@ -105,7 +108,10 @@ class GRPOTrainer:
             config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
         self.sample_bf16 = self.use_bf16 or config.sample_dtype == "bf16"
-        self.correct_sampler = self.sample_bf16 and not self.use_bf16
+        self.generator = self._make_generator()
+        # the loss reweights tokens by the sampler's and the trained policy's ratio, and logs their KL, when
+        # they differ: sampling in bf16 while training in fp32, or sampling in another engine (vLLM)
+        self.correct_sampler = (self.sample_bf16 and not self.use_bf16) or config.generator != "local"
         self.run_dir = Path(run_dir)
         self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
         self.samples = JsonlLog(self.run_dir / "samples.jsonl")  # one completion per group, to read what it does
@@ -180,6 +186,16 @@ class GRPOTrainer:
                             config=self.config.to_dict())
         distributed.barrier()
 
+    def _make_generator(self):
+        cfg = self.config
+        if cfg.generator == "local":
+            return LocalGenerator(self.model, self.tokenizer.pad_token_id)
+        from rlvr.trainer.vllm_generator import VLLMGenerator
+
+        return VLLMGenerator(self.model, self.tokenizer, max_model_len=cfg.vllm_max_model_len,
+                             kv_cache_gib=cfg.vllm_kv_cache_gib, seed=cfg.seed, sleep=cfg.vllm_sleep,
+                             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+
     def _time_fraction(self) -> float:
         """The share of max_minutes trained so far (0 without a time budget), for the lr schedule."""
         return self.train_seconds / (60 * self.config.max_minutes) if self.config.max_minutes > 0 else 0.0
@@ -207,10 +223,15 @@ class GRPOTrainer:
         lr = self.scheduler.get_last_lr()[0]
         groups, kept = self._collect()
         t_gen = time.perf_counter() - t0
+        if self.config.vllm_sleep:  # the engine's memory is free for the backward pass
+            self.generator.sleep()
         self._last_samples = distributed.gather_lists([
             {"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]} for g in groups
             if g.texts])
         stats = self._optimise(kept, groups)
+        if self.config.vllm_sleep:
+            self.generator.wake_up()
+        self.generator.sync_weights(self.model)  # a generator with its own weights takes the new ones
         self.step += 1
         step_s = time.perf_counter() - t0
         return self._record(groups, kept, stats, lr, step_s, t_gen, cfg)
@@ -253,7 +274,9 @@ class GRPOTrainer:
             indices, draws = [i for i, _ in mine], [d for _, d in mine]
             new = []
             with self._gathered():  # every rank enters, one with its groups complete too
-                if need:  # one region: each weight is cast once for the whole loop
+                if need and cfg.generator != "local":
+                    new = self._sample(indices, draws, episodes)
+                elif need:  # one region: each weight is cast once for the whole loop
                     with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
                         new = self._sample(indices, draws, episodes)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
@@ -271,13 +294,11 @@ class GRPOTrainer:
 
     def _sample(self, indices: list[int], draws: list[int], episodes: bool) -> list[Group]:
         cfg = self.config
-        if episodes:
-            return rollout_episodes(
-                self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
-                max_new_tokens=cfg.max_new_tokens, max_episode_tokens=cfg.max_episode_tokens,
-                temperature=cfg.temperature, top_p=cfg.top_p, episode_return=cfg.episode_return, draws=draws)
-        return rollout(self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
-                       max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p, draws=draws)
+        settings = SamplingSettings(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                    top_p=cfg.top_p, stop_token_ids=tuple(eos_ids(self.tokenizer, self.model)))
+        return rollout(self.generator, self.envs, [{"seed": cfg.seed + i} for i in indices],
+                       [prompt_seed(cfg.seed, i, d) for i, d in zip(indices, draws)], settings, indices=indices,
+                       tokenizer=self.tokenizer, budget=cfg.max_episode_tokens, episode_return=cfg.episode_return)
 
     def _no_signal(self, group: Group) -> bool:
         if self.config.advantage == "rft":

@@ -1,0 +1,235 @@
+"""The one episode loop: G episodes per prompt, for training, `rlvr eval` and `rlvr eval --endpoint`.
+
+The loop resets the envs, renders each prompt's chat with the env's tools, and opens a session
+of a generator (trainer/generator.py) for the batch. It then asks the session for finished
+assistant turns and answers each:
+
+- single-turn envs: every turn is a completion; the batch is scored at the end through the env
+  API (`groups.score`, batched where the env allows);
+- multi-turn envs (`max_turns > 1`): the turn's text goes to `env.step`; the episode ends when the
+  env says so (terminated or truncated), when it has used `budget` tokens after the prompt (then
+  it is cut, with return 0), or after `MAX_TURNS` turns; otherwise the env's reply is appended
+  and the session continues the row.
+
+Token generators (a `tokenizer` is given) are token-exact: the trained sequence of an episode is
+every token after the prompt, the ids the generator sampled (weight 1, decoded for the env, never
+re-encoded) and the env's reply appended as tokens (weight 0: context only), exactly as the chat
+template renders it after the turn (`episodes.env_tokens`). Message generators (an endpoint, a
+text policy) get the env's messages and give text. A turn the generator failed (an outage) ends
+its episode as `error`: an infrastructure failure, never a wrong answer.
+
+An episode's return is its final reward (`episode_return: final`) or the sum of its turn rewards
+(`sum`); `info["step_rewards"]` holds each turn's reward at the end of that turn (token mode), which
+`advantage: process` turns into per-token advantages. This module does not import torch.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rlvr.trainer.episodes import _end_marker, bind_tokenizer, call_ended, env_tokens, is_multiturn, render
+from rlvr.trainer.generator import Batch, SamplingSettings, Turn, start
+from rlvr.trainer.groups import Group, score
+
+MAX_TURNS = 32  # a safety bound on envs that never end an episode
+
+
+@dataclass
+class _Episode:
+    env: Any
+    tokens: list[int] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)  # each assistant turn's text
+    turn_ends: list[int] = field(default_factory=list)  # index of each stepped turn's last sampled token
+    turn_rewards: list[float] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    observation: list = field(default_factory=list)  # the env's conversation after its last reply
+    reply: list[int] | None = None  # the env's reply tokens, to be appended
+    truncated: bool = False  # the last turn hit the token limit
+    done: bool = False
+    cut: bool = False  # stopped by the token budget
+    error: str | None = None
+
+
+def _error_info(env, message: str) -> dict:
+    task = getattr(env.unwrapped, "task", None)
+    return {"correct": False, "task_id": getattr(task, "task_id", None), "error": message,
+            "score": {"value": 0.0, "reason": "error", "info": {"error": message}}}
+
+
+def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, multiturn: bool) -> None:
+    """Record the turn; for multi-turn envs, step the env and set its reply or end the episode."""
+    if turn.error is not None:
+        ep.done, ep.error, ep.info = True, turn.error, _error_info(ep.env, turn.error)
+        return
+    text = turn.text
+    if tokenizer is not None:
+        text = tokenizer.decode(turn.ids, skip_special_tokens=True)
+        ep.tokens += turn.ids
+        ep.weights += [1] * len(turn.ids)
+        ep.logps += turn.logps
+    ep.replies.append(text)
+    ep.truncated = turn.truncated
+    if not multiturn:
+        ep.done = True
+        return
+    if budget is not None and len(ep.tokens) >= budget:
+        ep.done = ep.cut = True
+        return
+    messages, reward, terminated, truncated, info = ep.env.step(text)
+    ep.turn_ends.append(len(ep.tokens) - 1)
+    ep.turn_rewards.append(float(reward))
+    ep.info = dict(info)
+    if terminated or truncated or len(ep.replies) >= MAX_TURNS:
+        ep.done = True
+        return
+    ep.observation = messages
+    if tokenizer is not None:
+        reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn.ids[-1] in eos)
+        if budget is not None and len(ep.tokens) + len(reply) >= budget:
+            ep.done = ep.cut = True
+            return
+        ep.reply = reply
+
+
+def _outcome(tokenizer, ep: _Episode, episode_return: str) -> tuple[float, dict]:
+    info = dict(ep.info)
+    if ep.error is not None:
+        info["turns"] = len(ep.replies)
+        info["replies"] = list(ep.replies)
+        return 0.0, info
+    if ep.cut:  # the token budget ran out before the env ended the episode
+        info.update(correct=False, ended_by="token_budget", truncated=True)
+    final = 0.0 if ep.cut else float(ep.info.get("final_reward", ep.turn_rewards[-1] if ep.turn_rewards else 0.0))
+    mid_turn = ep.cut and ep.weights[-1:] == [1] and ep.turn_ends[-1:] != [len(ep.tokens) - 1]
+    info["turns"] = len(ep.turn_ends) + mid_turn
+    info.setdefault("tool_calls", 0)
+    if tokenizer is not None:
+        info["step_rewards"] = [
+            [len(tokenizer.decode(ep.tokens[:end + 1], skip_special_tokens=True)), r]
+            for end, r in zip(ep.turn_ends, ep.turn_rewards)]
+    info["turn_rewards"] = list(ep.turn_rewards)
+    info["replies"] = list(ep.replies)
+    value = sum(ep.turn_rewards) if episode_return == "sum" else final
+    return value, info
+
+
+def rollout(generator, envs: list, resets: list[dict], seeds: list[int], settings: SamplingSettings, *,
+            indices: list[int] | None = None, tokenizer=None, budget: int | None = None,
+            episode_return: str = "final", threads: int = 8) -> list[Group]:
+    """`settings.n` episodes of each prompt; prompt p is `env.reset(**resets[p])`, sampled from `seeds[p]`.
+
+    `envs` holds one env per prompt (single-turn) or `settings.n` consecutive ones per prompt
+    (multi-turn). `tokenizer`: the generator's, for a token generator; None for a message generator.
+    `indices` label the groups (default 0, 1, ...). Returns one Group per prompt.
+    """
+    n, prompts = settings.n, len(resets)
+    multiturn = bool(envs) and is_multiturn(envs[0])
+    need = prompts * n if multiturn else prompts
+    if len(envs) < need:
+        raise ValueError(f"{prompts} prompts{f' x {n} episodes' if multiturn else ''} need {need} envs, got {len(envs)}")
+    envs = envs[:need]
+    per_prompt = envs[::n] if multiturn else envs
+    if tokenizer is not None:
+        bind_tokenizer(envs, tokenizer)
+    chats = [env.reset(**resets[k // n if multiturn else k])[0] for k, env in enumerate(envs)]
+    firsts = chats[::n] if multiturn else chats
+    rows = envs if multiturn else [envs[r // n] for r in range(prompts * n)]
+    ends_call = None
+    if multiturn:
+        settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, _end_marker(envs[0])])))
+        if tokenizer is not None:
+            ends_call = _call_test(tokenizer, rows)
+    if tokenizer is not None:
+        firsts = [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
+                  for chat, env in zip(firsts, per_prompt)]
+    episodes = [_Episode(env, observation=chats[r] if multiturn else []) for r, env in enumerate(rows)]
+    session = start(generator, Batch(firsts, list(seeds), rows, multiturn, ends_call, budget if multiturn else None),
+                    settings)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows))))
+    try:
+        live = len(rows)
+        while live:
+            turns = session.turns()
+            if not turns:
+                raise RuntimeError(f"the generator gave no turn while {live} episodes wait for one")
+            list(pool.map(lambda t: _take(episodes[t.row], t, tokenizer, settings.stop_token_ids, budget, multiturn),
+                          turns))
+            for t in turns:
+                ep = episodes[t.row]
+                if ep.done:
+                    session.finish(t.row)
+                    live -= 1
+                    continue
+                if ep.reply is not None:
+                    ep.tokens += ep.reply
+                    ep.weights += [0] * len(ep.reply)
+                    ep.logps += [0.0] * len(ep.reply)
+                session.extend(t.row, ep.observation, ep.reply)
+                ep.reply = None
+    finally:
+        session.close()
+        pool.shutdown()
+    return _groups(episodes, per_prompt, firsts, indices or list(range(prompts)), n, tokenizer, multiturn,
+                   episode_return)
+
+
+def _call_test(tokenizer, rows: list):
+    """`ends_call(row, ids)`: the row's env parser says the turn's ids close a call; the whole turn is
+    decoded only when its last tokens end like a call (once per call, not per token)."""
+    markers = [_end_marker(env) for env in rows]
+    tests = [call_ended(env) for env in rows]
+
+    def ends_call(row: int, ids: list[int]) -> bool:
+        if not tokenizer.decode(ids[-8:], skip_special_tokens=False).rstrip().endswith(markers[row]):
+            return False
+        return tests[row](tokenizer.decode(ids, skip_special_tokens=False))
+
+    return ends_call
+
+
+def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, episode_return) -> list[Group]:
+    token_ids = [p if tokenizer is not None else [] for p in prompts]
+    if not multiturn:
+        texts = [[ep.replies[0] if ep.replies else "" for ep in episodes[p * n:(p + 1) * n]]
+                 for p in range(len(prompts))]
+        ok = [[ep.error is None for ep in episodes[p * n:(p + 1) * n]] for p in range(len(prompts))]
+        scored = score(per_prompt, texts)
+        groups = []
+        for p, (index, results) in enumerate(zip(indices, scored)):
+            eps = episodes[p * n:(p + 1) * n]
+            outcomes = [(float(r), info) if good else (0.0, _error_info(ep.env, ep.error))
+                        for (r, info), good, ep in zip(results, ok[p], eps)]
+            groups.append(Group(index, token_ids[p], [ep.tokens for ep in eps], [ep.truncated for ep in eps],
+                                texts[p], [r for r, _ in outcomes], [i for _, i in outcomes],
+                                [ep.logps for ep in eps]))
+        return groups
+    groups = []
+    for p, index in enumerate(indices):
+        eps = episodes[p * n:(p + 1) * n]
+        outcomes = [_outcome(tokenizer, ep, episode_return) for ep in eps]
+        texts = [tokenizer.decode(ep.tokens, skip_special_tokens=False) if tokenizer is not None
+                 else "\n\n".join(ep.replies) for ep in eps]
+        groups.append(Group(index, token_ids[p], [ep.tokens for ep in eps], [ep.cut for ep in eps], texts,
+                            [r for r, _ in outcomes], [i for _, i in outcomes], [ep.logps for ep in eps],
+                            weights=[ep.weights for ep in eps] if tokenizer is not None else None))
+    return groups
+
+
+def local_rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
+                  max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                  draws: list[int] | None = None, budget: int | None = None, episode_return: str = "final",
+                  ) -> list[Group]:
+    """`rollout` with the local sampler on `model`, prompt i being env seed `seed + i` (the trainer's prompts)."""
+    from rlvr.trainer.generation import eos_ids
+    from rlvr.trainer.generator import LocalGenerator
+    from rlvr.trainer.groups import prompt_seed
+
+    settings = SamplingSettings(n=group_size, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                greedy=greedy, stop_token_ids=tuple(eos_ids(tokenizer, model)))
+    return rollout(LocalGenerator(model, tokenizer.pad_token_id), envs, [{"seed": seed + i} for i in indices],
+                   [prompt_seed(seed, i, d) for i, d in zip(indices, draws or [0] * len(indices))], settings,
+                   indices=indices, tokenizer=tokenizer, budget=budget, episode_return=episode_return)
