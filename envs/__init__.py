@@ -70,3 +70,6 @@ register_env("rlvr/ToolMath-v0", entry_point="rlvr.envs.tool_math:math_tools", r
              description="math with a sandboxed python tool, multi-turn (tasks arithmetic/gsm8k/math500/...)")
 register_env("rlvr/OpenEnv-v0", entry_point="rlvr.envs.openenv_client:OpenEnvClientEnv", replace=True,
              family="remote", description="any OpenEnv server as an env (url=, action_field=, prompt_fields=)")
+register_env("rlvr/Verifiers-v0", entry_point="rlvr.integrations.verifiers_env:make_env", replace=True,
+             family="interop", kwargs={"taskset": "rlvr-env", "limit": 100},
+             description="a verifiers (0.4) taskset as an env, scored by its own rewards (taskset=, limit=, options=)")

@@ -13,7 +13,9 @@ from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
 from rlvr.integrations.trl import environment_dataset, environment_factory
 
-TOOLMATH = {"tasks": "arithmetic", "digits": 1, "ops": "+", "demos": 1, "require_boxed": False}
+TOOLMATH = {"tasks": "arithmetic", "digits": 1, "ops": "+", "require_boxed": False}
+# A boxed-format component (weight 0.5) makes rewards differ between completions of a random-ish model.
+TOOLMATH_TRAIN = {**TOOLMATH, "weights": {"boxed": 0.5}}
 
 
 def multiply(a: int, b: int) -> int:
@@ -141,16 +143,16 @@ def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkey
     import torch
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    require_docker(environment_factory("rlvr/ToolMath-v0", **TOOLMATH)().env.unwrapped.tools["python"][0].pool)
+    require_docker(environment_factory("rlvr/ToolMath-v0", **TOOLMATH_TRAIN)().env.unwrapped.tools["python"][0].pool)
     torch.manual_seed(0)
     model, tokenizer = _smollm2_with_tool_template()
-    factory = environment_factory("rlvr/ToolMath-v0", **TOOLMATH)
-    data = environment_dataset("rlvr/ToolMath-v0", 4, seed=100, **TOOLMATH)
+    factory = environment_factory("rlvr/ToolMath-v0", **TOOLMATH_TRAIN)
+    data = environment_dataset("rlvr/ToolMath-v0", 4, seed=100, **TOOLMATH_TRAIN)
     config = trl.GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, bf16=False, fp16=False, report_to="none", save_strategy="no",
         logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False, max_steps=1,
         per_device_train_batch_size=4, gradient_accumulation_steps=1, num_generations=2,
-        max_completion_length=48, learning_rate=1e-5, beta=0.0, num_iterations=1, seed=0, shuffle_dataset=False,
+        max_completion_length=32, learning_rate=1e-5, beta=0.0, num_iterations=1, seed=0, shuffle_dataset=False,
     )
     trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=data,
                               environment_factory=factory, reward_funcs=[factory.answers])
@@ -161,26 +163,28 @@ def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkey
     # The same completions, scored by rlvr directly: the env's composite on the final assistant message.
     envs = {}
     for seed in data["rlvr_seed"]:
-        env = gymnasium.make("rlvr/ToolMath-v0", **TOOLMATH)
+        env = gymnasium.make("rlvr/ToolMath-v0", **TOOLMATH_TRAIN)
         messages, _ = env.reset(seed=seed)
         envs[messages[-1]["content"]] = env.unwrapped
-    expected, correct = [], []
+    expected, boxed = [], []
     for prompt, completion in zip(trainer._logs["prompt"], trainer._logs["completion"]):
         env = envs[prompt[-1]["content"]]
         final = [m for m in completion if m["role"] == "assistant"][-1]
         if final.get("tool_calls") or HermesParser()(final["content"]).attempted:
             expected.append(0.0)
-            correct.append(0.0)
             continue
         reward, reference, fields = env.scoring_inputs()
         score = reward.score(final["content"], reference, **fields)
         expected.append(score.value)
-        correct.append(score.components["correct"])
+        boxed.append(score.components["boxed"])
     logged = list(trainer._logs["rewards"]["ToolMath-v0"])
     assert len(logged) == 4
     assert logged == pytest.approx(expected)
     assert log["rewards/ToolMath-v0/mean"] == pytest.approx(sum(expected) / 4)
-    assert log["ToolMath-v0/correct"] == pytest.approx(sum(correct) / 4)
+    if boxed:  # completions the composite scored (not ones that ended on a tool call)
+        assert log["ToolMath-v0/boxed"] == pytest.approx(sum(boxed) / len(boxed))
+    # Every call TRL made reached the rlvr env (its own count of calls per rollout).
+    assert log["ToolMath-v0/tool_calls"] == pytest.approx(log["tools/call_frequency"])
     assert log["rewards/ToolMath-v0/answers/mean"] == 0.0
     assert math.isfinite(log["loss"]) and trainer.state.global_step == 1
     print("TRL completions:", [c[-1]["content"][:60] for c in trainer._logs["completion"]], "rewards:", logged,

@@ -25,6 +25,7 @@ import asyncio
 import inspect
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import verifiers.v1 as vf
@@ -86,8 +87,8 @@ class RlvrToolset(vf.Toolset[RlvrToolsetConfig]):
         self.env = gymnasium.make(config.env_id, **config.env_kwargs)
         self._ended: str | None = None
 
-    async def setup_task(self, task) -> None:
-        self.env.reset(seed=task.data.seed)
+    async def setup_task(self, data: RlvrData) -> None:  # verifiers hands over the task's data
+        self.env.reset(seed=data.seed)
 
     def register(self, mcp) -> None:
         for name, (tool, schema) in self.env.unwrapped.tools.items():
@@ -202,7 +203,7 @@ class VerifiersRubric(Verifier):
         task = self.source.tasks[fields["vf_index"]]
         trace = _trace(task, completion_text(completion))
         try:
-            asyncio.run(task.score(trace))
+            _run(task.score(trace))
         except Exception as exc:  # the rubric failed (a judge down): not the model's doing
             return Score(0.0, ERROR, info={"error": f"{type(exc).__name__}: {exc}"[:500]})
         rewards = {k: r.score for k, r in trace.rewards.items() if r is not None}
@@ -242,6 +243,16 @@ class VerifiersTasks(TaskSource):
 
     def make_verifier(self, require_boxed: bool | None = None) -> Verifier:
         return VerifiersRubric(self)
+
+
+def _run(coroutine):
+    """Run `coroutine` to its end, also when called from code inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _trace(task: vf.Task, reply: str) -> vf.Trace:
