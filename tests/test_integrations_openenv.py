@@ -23,6 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import httpx
 import pytest
+from gymnasium.utils.env_checker import check_env
 
 import rlvr.envs  # noqa: F401  (registers rlvr/OpenEnv-v0)
 from rlvr.cli import main as rlvr_main
@@ -168,6 +169,12 @@ def test_concurrent_openenv_sessions_each_play_their_own_episode(self_check_serv
         else:
             assert step.reward == 0.0 and score["reasons"] == {"correct": "wrong"}, (golds[i], golds[i - 1])
         assert step.done is False and step.observation["messages"][-1]["content"].startswith("Check your solution")
+
+
+def test_the_client_env_passes_gymnasiums_checker(self_check_server):
+    env = gym.make("rlvr/OpenEnv-v0", url=self_check_server)
+    check_env(env.unwrapped)
+    env.close()
 
 
 def test_serve_env_mistakes_are_one_line(capsys):
