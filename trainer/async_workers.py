@@ -21,6 +21,7 @@ This module imports neither torch nor ray at import time (the config validates `
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -138,8 +139,13 @@ class WorkerPool:
         self.ahead, self.max_staleness = opts["ahead"], opts["max_staleness"]
         self._own_ray = not ray.is_initialized()
         if self._own_ray:
-            local = {} if opts["address"] else {"num_cpus": max(os.cpu_count() or 1,
-                                                                 int(opts["workers"] * opts["worker_cpus"]))}
+            local = {}
+            if not opts["address"]:
+                local["num_cpus"] = max(os.cpu_count() or 1, int(opts["workers"] * opts["worker_cpus"]))
+                if not {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ):
+                    # a token for this run only: a new local Ray would otherwise write ~/.ray/auth_token, which
+                    # every later `ray start --head` on the machine then enforces
+                    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
             ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
         self._config = config.to_dict()
         self._cpus = opts["worker_cpus"]
