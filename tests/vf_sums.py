@@ -18,6 +18,7 @@ class SumData(vf.TaskData):
 class SumTaskConfig(vf.TaskConfig):
     judge_url: str | None = None
     """An OpenAI-compatible server (`.../v1/chat/completions`) that judges the reply."""
+    judge_model: str = "smollm2"
 
 
 class SumTask(vf.Task[SumData, vf.State, SumTaskConfig]):
@@ -28,7 +29,7 @@ class SumTask(vf.Task[SumData, vf.State, SumTaskConfig]):
         question = f"Is {trace.last_reply!r} the sum asked for in {self.data.prompt_text!r}? Answer yes or no."
         async with httpx.AsyncClient(timeout=60) as client:
             reply = await client.post(f"{self.config.judge_url}/v1/chat/completions", json={
-                "model": "judge", "max_tokens": 4, "temperature": 0,
+                "model": self.config.judge_model, "max_tokens": 4, "temperature": 0,
                 "messages": [{"role": "user", "content": question}]})
             reply.raise_for_status()
         return 1.0 if "yes" in reply.json()["choices"][0]["message"]["content"].lower() else 0.0
