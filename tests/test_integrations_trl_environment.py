@@ -12,10 +12,13 @@ from rlvr.envs.tool_calls import HermesParser
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
 from rlvr.integrations.trl import environment_dataset, environment_factory
+from rlvr.registry import register_verifier
+from rlvr.verifiers import OverlongPenalty
 
 TOOLMATH = {"tasks": "arithmetic", "digits": 1, "ops": "+", "require_boxed": False}
-# A boxed-format component (weight 0.5) makes rewards differ between completions of a random-ish model.
-TOOLMATH_TRAIN = {**TOOLMATH, "weights": {"boxed": 0.5}}
+# A length penalty in characters (0 only under 5) makes every completion's reward its own, right or wrong.
+register_verifier("trl_env_test_length", lambda: OverlongPenalty(max_length=200, buffer=195), replace=True)
+TOOLMATH_TRAIN = {**TOOLMATH, "weights": {"trl_env_test_length": 1.0}}
 
 
 def multiply(a: int, b: int) -> int:
@@ -152,7 +155,7 @@ def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkey
         output_dir=str(tmp_path), use_cpu=True, bf16=False, fp16=False, report_to="none", save_strategy="no",
         logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False, max_steps=1,
         per_device_train_batch_size=4, gradient_accumulation_steps=1, num_generations=2,
-        max_completion_length=32, learning_rate=1e-5, beta=0.0, num_iterations=1, seed=0, shuffle_dataset=False,
+        max_completion_length=24, learning_rate=1e-5, beta=0.0, num_iterations=1, seed=0, shuffle_dataset=False,
     )
     trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=data,
                               environment_factory=factory, reward_funcs=[factory.answers])
@@ -166,7 +169,7 @@ def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkey
         env = gymnasium.make("rlvr/ToolMath-v0", **TOOLMATH_TRAIN)
         messages, _ = env.reset(seed=seed)
         envs[messages[-1]["content"]] = env.unwrapped
-    expected, boxed = [], []
+    expected, lengths = [], []
     for prompt, completion in zip(trainer._logs["prompt"], trainer._logs["completion"]):
         env = envs[prompt[-1]["content"]]
         final = [m for m in completion if m["role"] == "assistant"][-1]
@@ -176,13 +179,13 @@ def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkey
         reward, reference, fields = env.scoring_inputs()
         score = reward.score(final["content"], reference, **fields)
         expected.append(score.value)
-        boxed.append(score.components["boxed"])
+        lengths.append(score.components["trl_env_test_length"])
     logged = list(trainer._logs["rewards"]["ToolMath-v0"])
     assert len(logged) == 4
     assert logged == pytest.approx(expected)
     assert log["rewards/ToolMath-v0/mean"] == pytest.approx(sum(expected) / 4)
-    if boxed:  # completions the composite scored (not ones that ended on a tool call)
-        assert log["ToolMath-v0/boxed"] == pytest.approx(sum(boxed) / len(boxed))
+    if lengths:  # completions the composite scored (not ones that ended on a tool call)
+        assert log["ToolMath-v0/trl_env_test_length"] == pytest.approx(sum(lengths) / len(lengths))
     # Every call TRL made reached the rlvr env (its own count of calls per rollout).
     assert log["ToolMath-v0/tool_calls"] == pytest.approx(log["tools/call_frequency"])
     assert log["rewards/ToolMath-v0/answers/mean"] == 0.0

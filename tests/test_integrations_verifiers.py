@@ -176,6 +176,15 @@ def test_rlvr_eval_runs_a_verifiers_env(llama_server, tmp_path, capsys):
     for row in rows:
         assert row["reward"] == vf.verify_boxed_math_answer(row["completion"], answers[row["task_id"]])
         assert row["reason"] != "error"
+    # A policy that knows the sums: one right and one wrong completion per task, each scored by its own task.
+    code = main(["eval", "--env", "rlvr/Verifiers-v0", "--env-arg", 'taskset="vf_sums"', "--env-arg", "limit=3",
+                 "--policy", "vf_sums:adder", "-n", "2", "--output", str(samples), "--json", "--no-progress"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert sorted(row["reward"] for row in rows) == [0.0] * 3 + [1.0] * 3
+    assert all(row["reward"] == (row["completion"] == f"It is \\boxed{{{answers[row['task_id']]}}}.") for row in rows)
+    assert result["pass_at"]["pass@1"] == 0.5
 
 
 def _train(tmp_path, env_kwargs, steps=2):

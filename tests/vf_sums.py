@@ -56,4 +56,13 @@ class SumTaskset(vf.Taskset[SumTask, SumConfig]):
         return tasks
 
 
+def adder(prompts, n):
+    """An `rlvr eval --policy`: for each prompt the right sum, then wrong ones (n completions)."""
+    out = []
+    for prompt in prompts:
+        a, b = (int(x) for x in prompt[-1]["content"].split("What is ", 1)[1].split("?")[0].split(" + "))
+        out.append([f"It is \\boxed{{{a + b + k}}}." for k in range(n)])
+    return out
+
+
 __all__ = ["SumTaskset"]

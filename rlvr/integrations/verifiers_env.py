@@ -13,8 +13,8 @@ module is the taskset id for `vf-eval`:
 
 In: `VerifiersTasks` is an rlvr task source over a verifiers taskset (loaded by id, as vf-eval
 does) and `VerifiersRubric` its rewards as an rlvr verifier: the completion becomes a one-turn
-verifiers trace and the task's own `score` runs on it (offline: rewards that need a sandbox
-runtime cannot run). The total is the reward; each verifiers reward is a component. A reward that
+verifiers trace and the task's own `score` runs on it, in a worker process (offline: rewards that
+need a sandbox runtime cannot run). The total is the reward; each verifiers reward is a component. A reward that
 raises (a judge endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is
 `rlvr/Verifiers-v0` (`taskset=` the verifiers taskset id, `limit=`, `options=` its config).
 """
@@ -24,14 +24,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import multiprocessing
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import verifiers.v1 as vf
 
 from rlvr.envs.tasks import Task, TaskSource
-from rlvr.verifiers.core import ERROR, Score, Verifier, completion_text
+from rlvr.verifiers.core import ERROR, Score, Verifier, align_batch, completion_text
 
 # --- out: an rlvr env as a verifiers taskset ------------------------------------------------------
 
@@ -191,26 +192,88 @@ class RlvrTaskset(vf.Taskset[RlvrTask, RlvrTasksetConfig]):
 # --- in: a verifiers taskset as an rlvr task source -----------------------------------------------
 
 class VerifiersRubric(Verifier):
-    """The verifiers tasks' own rewards as an rlvr verifier (task field `vf_index` picks the task)."""
+    """The verifiers tasks' own rewards as an rlvr verifier (task field `vf_index` picks the task).
+
+    The rewards run in a worker process of their own, on its main thread and in its event loop, as
+    in vf-eval: rlvr scores from worker threads, and a reward may need the main thread (verifiers'
+    `verify_boxed_math_answer` times math-verify out with SIGALRM, and off the main thread scores 0).
+    """
 
     name = "verifiers"
+    timeout = 600.0  # seconds for a batch: past it, the batch is an infrastructure error
 
     def __init__(self, source: VerifiersTasks):
-        self.source = source
+        self.spec = source.spec
         self.best = source.best
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     def score(self, completion: Any, reference: Any = None, **fields: Any) -> Score:
-        task = self.source.tasks[fields["vf_index"]]
-        trace = _trace(task, completion_text(completion))
+        return self.score_batch([completion], [reference], [fields])[0]
+
+    def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
+        references, task_fields = align_batch(completions, references, task_fields)
+        jobs = [(f["vf_index"], completion_text(c)) for c, f in zip(completions, task_fields)]
         try:
-            _run(task.score(trace))
-        except Exception as exc:  # the rubric failed (a judge down): not the model's doing
-            return Score(0.0, ERROR, info={"error": f"{type(exc).__name__}: {exc}"[:500]})
-        rewards = {k: r.score for k, r in trace.rewards.items() if r is not None}
-        value = float(trace.reward)
-        reason = None if value >= self.best else "wrong"
-        return Score(value, reason, components=rewards, reasons={k: "wrong" for k, v in rewards.items() if v <= 0},
-                     info={"metrics": dict(trace.metrics)})
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                future = self._pool.submit(_score_in_worker, self.spec, jobs)
+            results = future.result(timeout=self.timeout)
+        except Exception as exc:  # the worker died or hung: no score is the model's
+            with self._lock:
+                self._pool = None
+            results = [{"error": f"{type(exc).__name__}: {exc}"}] * len(jobs)
+        return [self._score(r) for r in results]
+
+    def _score(self, result: dict[str, Any]) -> Score:
+        if "error" in result:  # the rubric failed (a judge down): not the model's doing
+            return Score(0.0, ERROR, info={"error": result["error"][:500]})
+        rewards, value = result["rewards"], result["reward"]
+        return Score(value, None if value >= self.best else "wrong", components=rewards,
+                     reasons={k: "wrong" for k, v in rewards.items() if v <= 0}, info={"metrics": result["metrics"]})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec, "best": self.best}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _pool=None, _lock=threading.Lock())
+
+
+_worker_tasks: dict[tuple, list] = {}
+
+
+def _score_in_worker(spec: tuple, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """In the worker: the tasks' own `score` on one-turn traces, concurrently in one event loop."""
+    if spec not in _worker_tasks:
+        _worker_tasks[spec] = _load_tasks(*spec)
+    tasks = _worker_tasks[spec]
+
+    async def one(index: int, reply: str) -> dict[str, Any]:
+        trace = _trace(tasks[index], reply)
+        try:
+            await tasks[index].score(trace)
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"reward": float(trace.reward), "metrics": dict(trace.metrics),
+                "rewards": {k: r.score for k, r in trace.rewards.items() if r is not None}}
+
+    async def run() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(one(i, reply) for i, reply in jobs)))
+
+    return asyncio.run(run())
+
+
+def _load_tasks(taskset: str, limit: int | None, options_json: str) -> list:
+    from verifiers.v1.utils.loaders import taskset_config_type
+
+    config = taskset_config_type(taskset).model_validate({**json.loads(options_json), "id": taskset})
+    loaded = vf.load_taskset(config)
+    if limit is not None:
+        loaded = loaded.take(limit)
+    elif not loaded.bounded:
+        raise ValueError(f"verifiers taskset {taskset!r} is infinite: give limit=")
+    return list(loaded)
 
 
 class VerifiersTasks(TaskSource):
@@ -221,15 +284,8 @@ class VerifiersTasks(TaskSource):
 
     def __init__(self, taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
                  best: float = 1.0):
-        from verifiers.v1.utils.loaders import taskset_config_type
-
-        config = taskset_config_type(taskset).model_validate({**(options or {}), "id": taskset})
-        loaded = vf.load_taskset(config)
-        if limit is not None:
-            loaded = loaded.take(limit)
-        elif not loaded.bounded:
-            raise ValueError(f"verifiers taskset {taskset!r} is infinite: give limit=")
-        self.tasks = list(loaded)
+        self.spec = (taskset, limit, json.dumps(options or {}, sort_keys=True))
+        self.tasks = _load_tasks(*self.spec)
         if not self.tasks:
             raise ValueError(f"verifiers taskset {taskset!r} has no tasks")
         self.size, self.best, self.name = len(self.tasks), best, taskset
@@ -243,16 +299,6 @@ class VerifiersTasks(TaskSource):
 
     def make_verifier(self, require_boxed: bool | None = None) -> Verifier:
         return VerifiersRubric(self)
-
-
-def _run(coroutine):
-    """Run `coroutine` to its end, also when called from code inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _trace(task: vf.Task, reply: str) -> vf.Trace:
