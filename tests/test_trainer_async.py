@@ -109,3 +109,17 @@ def test_too_stale_steps_are_dropped_and_sampled_again(tmp_path, toy_sync):
     assert all(r["staleness"] == {"0": 4} for r in records)
     assert sum(r["stale_dropped"] for r in records) >= 4  # at least one step of four groups
     same_as_sync(toy_sync, records)
+
+
+def test_async_config_keys():
+    """`async:` round-trips through the run's config.yaml under its own name; mistakes are one clear error."""
+    from rlvr.trainer.config import from_dict
+
+    config = load_config(None, ["async={workers: 2, max_staleness: 0}", "correction=mis"])
+    assert config.async_ == {"workers": 2, "max_staleness": 0, "ahead": 0, "address": None, "worker_cpus": 1}
+    assert "async" in config.to_dict() and from_dict(config.to_dict()) == config
+    assert load_config(None, []).async_ is None
+    for overrides, message in ((["async={worker: 2}"], "unknown async key"), (["async.workers=0"], "workers"),
+                               (["async={}", "replay_fraction=0.5"], "replay"), (["correction=both"], "correction")):
+        with pytest.raises(ValueError, match=message):
+            load_config(None, overrides)
