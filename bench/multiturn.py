@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Multi-turn rollout throughput vs single-turn sampling of the same number of tokens, on two envs.
 
-SmolLM2-135M-Instruct plays whole episodes with the trainer's episode sampler (`trainer/episodes.py`:
-one KV cache carried across turns; each env reply is run through it as one prefill) on
+SmolLM2-135M-Instruct plays whole episodes through the trainer's episode loop (`trainer/rollout.py`)
+with the local sampler (one KV cache carried across turns; each env reply is run through it as
+one prefill) on
 - `selfcheck`: rlvr/MathSelfCheck-v0 (answer, then the env asks for a check: two assistant turns
   and one short env message per episode);
 - `tool`: a ToolEnv on products of two 2-digit numbers whose one tool, `table(n)`, returns the
@@ -12,8 +13,9 @@ one KV cache carried across turns; each env reply is run through it as one prefi
 The peer is plain single-turn sampling (`trainer/generation.sample`) of the same prompts and
 group size, with every completion forced to the episodes' mean length (EOS ignored), so both
 process the same number of tokens after the prompt. Also measured: the same episodes played
-turn by turn with the conversation re-encoded each turn (`rlvr.evaluate.run_episodes` over the
-trainer's `generate`), what a rollout without a carried cache costs.
+turn by turn with the episode's ids encoded again each turn (the loop's `TurnByTurn` session over
+the local sampler, as a generator with only `sample` gets), what a rollout without a carried
+cache costs.
 
 Tokens counted: every token after the prompt (sampled and env). Medians over `--repeats` runs,
 alternating; the ratio is the median of each run's paired ratio (both measured back to back).
@@ -86,10 +88,13 @@ def register_tool_env() -> None:
 
 
 def measure(name, env_id, kwargs, model, tok, args) -> dict:
-    from rlvr.evaluate import model_policy, run_episodes
-    from rlvr.trainer.episodes import rollout_episodes
-    from rlvr.trainer.generation import sample
-    from rlvr.trainer.groups import make_envs, prompt_generator
+    from rlvr.trainer.generation import eos_ids, sample
+    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
+    from rlvr.trainer.groups import make_envs, prompt_generator, prompt_seed
+    from rlvr.trainer.rollout import local_rollout, rollout
+
+    class Resubmit:  # the local sampler behind `sample` only: each turn encodes the episode's ids again
+        sample = LocalGenerator(model, tok.pad_token_id).sample
 
     n_eps = args.prompts * args.group
     envs = make_envs(env_id, kwargs, n_eps)
@@ -98,8 +103,8 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
     multi, single, reencode, multi_sampled = [], [], [], []
     for r in range(args.repeats):
         t0 = time.perf_counter()
-        groups = rollout_episodes(model, tok, envs, indices, seed=r, group_size=args.group,
-                                  max_new_tokens=args.max_new_tokens, max_episode_tokens=budget)
+        groups = local_rollout(model, tok, envs, indices, seed=r, group_size=args.group,
+                               max_new_tokens=args.max_new_tokens, budget=budget)
         seconds = time.perf_counter() - t0
         tokens = sum(len(c) for g in groups for c in g.completion_ids)
         sampled = sum(sum(w) for g in groups for w in g.weights)
@@ -120,12 +125,13 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
                 f"tool calls/episode) in {seconds:.1f}s = {multi[-1]:.1f} tok/s; single-turn {n_eps} x {length} in "
                 f"{seconds_single:.1f}s = {single[-1]:.1f} tok/s")
         if not args.no_reencode:
-            policy = model_policy(model, tok, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=r)
+            settings = SamplingSettings(n=args.group, max_new_tokens=args.max_new_tokens,
+                                        stop_token_ids=tuple(eos_ids(tok, model)))
             t0 = time.perf_counter()
-            transcripts, _ = run_episodes(envs, policy, args.group, 0, args.prompts)
+            again = rollout(Resubmit(), envs, [{"seed": r + i} for i in indices],
+                            [prompt_seed(r, i) for i in indices], settings, tokenizer=tok, budget=budget)
             seconds_re = time.perf_counter() - t0
-            texts = [t for group in transcripts for t in group]
-            re_tokens = sum(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
+            re_tokens = sum(sum(w) for g in again for w in g.weights)
             reencode.append(re_tokens / seconds_re)
             line += f"; re-encoding each turn {re_tokens} sampled tokens in {seconds_re:.1f}s = {reencode[-1]:.1f} tok/s"
         print(line, flush=True)

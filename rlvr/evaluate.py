@@ -83,6 +83,8 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     generator = policy if hasattr(policy, "start") or hasattr(policy, "sample") else PolicyGenerator(policy)
+    if hasattr(generator, "sample") and tokenizer is None:
+        raise ValueError("a token generator (one with `sample`) needs its tokenizer")
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(batch_size)]
     multiturn = getattr(envs[0].unwrapped, "max_turns", 1) > 1
     if multiturn:  # one env per episode: n episodes of each task of a batch

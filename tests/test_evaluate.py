@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -89,6 +90,10 @@ def test_cli_with_a_policy(capsys, tmp_path):
     # checked before any model loads (a hub lookup of a typo would retry for half a minute)
     (["--env", "rlvr/Nope-v0", "--model", "smollm2"], "unknown env 'rlvr/Nope-v0'"),
     (["--env", "rlvr/Arithmetic-v0", "--model", "smolm2"], "unknown model 'smolm2'"),
+    (["--env", "rlvr/Arithmetic-v0", "--policy", "test_evaluate:one_right_policy", "--generator", "vllm"],
+     "samples --model itself"),
+    pytest.param(["--env", "rlvr/Arithmetic-v0", "--model", "smollm2", "--generator", "vllm"], "needs vLLM",
+                 marks=pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")),
 ])
 def test_cli_bad_arguments_give_one_line(capsys, argv, message):
     assert main(["eval", *argv, "--no-progress"]) == 2

@@ -151,9 +151,20 @@ class TurnByTurn:
                 out += [Turn(r, s.completion_ids[0], s.logprobs[0], truncated=s.truncated[0])
                         for r, s in zip(rows, sampled)]
         for t in out:
+            self._cut_at_call(t)
             self.ids[t.row] += t.ids
             self.turn[t.row] += 1
         return out
+
+    def _cut_at_call(self, turn: Turn) -> None:
+        """End the turn where its ids first close a tool call: what a stop string would have done, for a
+        generator without them (the tokens after it are dropped, the ones kept are the ones sampled)."""
+        if self.batch.ends_call is None:
+            return
+        for k in range(1, len(turn.ids)):
+            if self.batch.ends_call(turn.row, turn.ids[:k]):
+                turn.ids, turn.logps, turn.truncated = turn.ids[:k], turn.logps[:k], False
+                return
 
     def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
         self.ids[row] += reply_ids
@@ -170,7 +181,8 @@ class LocalGenerator:
     """The KV-cache sampler (trainer/generation.py) on the trainer's own model: nothing to sync.
 
     Single-turn groups are one `sample` call, as they always were; multi-turn episodes run in
-    `generation.CarriedSession`, one KV cache carried across turns."""
+    `generation.CarriedSession`, one KV cache carried across turns. `sample` stops on token ids only
+    (stop strings are ignored; `TurnByTurn` cuts a turn where the env parser says a call ended)."""
 
     def __init__(self, model, pad_token_id: int):
         self.model, self.pad_token_id = model, pad_token_id
@@ -180,8 +192,6 @@ class LocalGenerator:
 
         from rlvr.trainer.generation import sample
 
-        if settings.stop:
-            raise ValueError("the local sampler stops on token ids only (multi-turn episodes run in start())")
         was_training = self.model.training
         self.model.eval()
         try:

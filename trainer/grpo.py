@@ -108,7 +108,6 @@ class GRPOTrainer:
             config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
         self.sample_bf16 = self.use_bf16 or config.sample_dtype == "bf16"
-        self.generator = self._make_generator()
         # the loss reweights tokens by the sampler's and the trained policy's ratio, and logs their KL, when
         # they differ: sampling in bf16 while training in fp32, or sampling in another engine (vLLM)
         self.correct_sampler = (self.sample_bf16 and not self.use_bf16) or config.generator != "local"
@@ -132,6 +131,7 @@ class GRPOTrainer:
             if self.metrics.read():
                 raise ValueError(f"{self.run_dir} already holds a run: resume it or choose another run dir")
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        self.generator = self._make_generator()  # after a resume: an engine starts from the resumed weights
         self.reporter = Reporter(config.report_to if self.rank == 0 else [], self.run_dir, config.to_dict(),
                                  resume_step=self.step)
 
