@@ -42,6 +42,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
         self.pool = WorkerPool(self.config)
         try:
             self.pool.start(self.step, self.step, self._weights())
+            self.pool.pids()  # the workers have loaded their models: like the trainer's own, not training time
             return super().train()
         finally:
             self.pool.close()
