@@ -41,8 +41,8 @@ class AsyncGRPOTrainer(GRPOTrainer):
     def train(self) -> list[dict]:
         self.pool = WorkerPool(self.config)
         try:
-            self.pool.start(self.step, self.step, self._weights())
             self.pool.pids()  # the workers have loaded their models: like the trainer's own, not training time
+            self.pool.start(self.step, self.step, self._weights())
             return super().train()
         finally:
             self.pool.close()
