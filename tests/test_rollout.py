@@ -157,3 +157,16 @@ def test_the_loop_and_endpoint_evaluation_import_without_torch():
             "import rlvr.endpoint, rlvr.evaluate, rlvr.trainer.rollout, rlvr.trainer.generator\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("keys,message", [
+    ({"generator": "vLLM"}, "generator must be 'local' or 'vllm'"),
+    ({"generator": "vllm", "parallel": "fsdp"}, "parallel: replicate"),
+    ({"vllm_sleep": True}, "vllm_sleep needs generator: vllm"),
+    ({"generator": "vllm", "vllm_kv_cache_gib": 0}, "vllm_kv_cache_gib must be positive"),
+])
+def test_generator_config_mistakes_are_named(keys, message):
+    from rlvr.trainer.config import TrainConfig
+
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**keys)
