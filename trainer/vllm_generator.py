@@ -97,6 +97,14 @@ class VLLMGenerator:
                  sleep: bool = False, gpu_memory_utilization: float = 0.3, **engine_args):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # A seeded request whose prompt is prefilled in chunks makes vLLM rewind its generator's
+            # offset, which a CPU torch generator does not have ("CPU Generator does not use offset"):
+            # there, prompts are prefilled whole (later turns of long episodes exceed one step's budget).
+            engine_args = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 4096),
+                           **engine_args}
 
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
         folder = export_model(model, tokenizer, folder or self._tmp.name)
