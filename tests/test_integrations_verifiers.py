@@ -217,3 +217,107 @@ def test_a_judge_outage_gives_error_episodes_the_trainer_leaves_out(llama_server
     metrics = _train(tmp_path, {"taskset": "vf_sums", "limit": 4, "options": {"task": {"judge_url": relay.url}}},
                      steps=1)
     assert metrics[0]["errors"] == 4  # every episode left out, none trained on as a 0
+
+
+# --- in: a verifiers taskset with tools as an rlvr tool env ---------------------------------------
+
+VAULT_SERVER = "vf_vault.servers.tool"  # the toolset's module: its server runs as `python -m` it
+
+
+@pytest.fixture
+def vault(monkeypatch):
+    """The vault taskset importable by the tool server processes verifiers starts (they inherit the environment)."""
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    yield
+    assert _vault_servers() == []  # nothing left running
+
+
+def _vault_servers():
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if VAULT_SERVER in " ".join(_cmdline(p))]
+
+
+def _cmdline(process):
+    import psutil
+
+    try:
+        return process.cmdline()
+    except psutil.Error:  # it ended meanwhile
+        return []
+
+
+def _open_locker(number):
+    return f'<tool_call>{json.dumps({"name": "vault_open_locker", "arguments": {"number": number}})}</tool_call>'
+
+
+def test_a_verifiers_tool_taskset_plays_its_tools_and_is_scored_on_the_whole_trace(vault):
+    from vf_vault.servers.tool import VaultToolset
+
+    from rlvr.integrations.verifiers_tools import VerifiersToolEnv
+
+    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_vault", limit=2)
+    assert isinstance(env.unwrapped, VerifiersToolEnv) and _vault_servers() == []
+    data = env.unwrapped.source.tasks[1].data
+    wrong = str(int(data.code) + 1)
+    cases = [  # the model's turns -> the taskset's own total (0.75 correct + 0.25 looked_up)
+        ([_open_locker(data.locker), f"The code is \\boxed{{{data.code}}}."], 1.0, {"correct": 1.0, "looked_up": 1.0}),
+        ([_open_locker(data.locker + 1), f"\\boxed{{{wrong}}}"], 0.0, {"correct": 0.0, "looked_up": 0.0}),
+        ([f"\\boxed{{{data.code}}}"], 0.75, {"correct": 1.0, "looked_up": 0.0}),  # never saw it: the trace says so
+        ([_open_locker(data.locker), f"\\boxed{{{wrong}}}"], 0.25, {"correct": 0.0, "looked_up": 1.0}),
+    ]
+    for turns, total, rewards in cases:
+        messages, info = env.reset(options={"index": 1})
+        assert messages == [{"role": "user", "content": data.prompt}]
+        (schema,) = info["tools"]  # as verifiers advertises it: prefixed name, docstring, MCP input schema
+        assert schema["function"]["name"] == "vault_open_locker"
+        assert schema["function"]["description"] == VaultToolset.open_locker.__doc__
+        assert schema["function"]["parameters"]["properties"]["number"]["type"] == "integer"
+        assert schema["function"]["parameters"]["required"] == ["number"]
+        assert len(_vault_servers()) == 1  # this episode's own server
+        for turn in turns[:-1]:
+            messages, reward, done, truncated, info = env.step(turn)
+            assert not done and not truncated and reward == 0.0
+            number = json.loads(turn[len("<tool_call>"):-len("</tool_call>")])["arguments"]["number"]
+            assert messages[-1] == {"role": "tool", "content": f"Locker {number} holds the code {data.code}."
+                                    if number == data.locker else f"Locker {number} is empty."}
+        messages, reward, done, truncated, info = env.step(turns[-1])
+        assert done and not truncated and reward == total and info["ended_by"] == "answer"
+        assert info["score"]["info"]["correct"]["rewards"] == rewards
+        assert info["score"]["info"]["correct"]["metrics"] == {"tool_calls": float(len(turns) - 1)}
+        assert info["correct"] == (total == 1.0)
+        assert _vault_servers() == []  # stopped at the episode's end
+
+
+def test_rlvr_eval_runs_a_verifiers_tool_env(vault, tmp_path, capsys):
+    from rlvr.cli import main
+
+    samples = tmp_path / "samples.jsonl"
+    code = main(["eval", "--env", "rlvr/Verifiers-v0", "--env-arg", 'taskset="vf_vault"', "--env-arg", "limit=2",
+                 "--policy", "vf_vault.policy:locksmith", "--output", str(samples), "--json", "--no-progress"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert result["items"] == 2 and result["pass_at"]["pass@1"] == 1.0
+    assert sorted(row["task_id"] for row in rows) == ["vf_vault/vault-0", "vf_vault/vault-1"]
+    assert all(row["reward"] == 1.0 and row["reason"] is None for row in rows)  # both of the taskset's rewards
+
+
+def test_trainer_steps_on_a_verifiers_tool_env(vault, tmp_path):
+    metrics = _train(tmp_path, {"taskset": "vf_vault", "limit": 4, "max_turns": 2}, steps=1)
+    assert [m["step"] for m in metrics] == [1] and metrics[0]["errors"] == 0
+
+
+def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_left(vault):
+    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_vault", limit=1, tool_timeout=20)
+    messages, _ = env.reset(seed=0)
+    locker = env.unwrapped.source.tasks[0].data.locker
+    messages, _, done, _, _ = env.step(_open_locker(locker))
+    assert not done and "holds the code" in messages[-1]["content"]
+    (server,) = _vault_servers()
+    server.kill()
+    messages, reward, done, truncated, info = env.step(_open_locker(locker))
+    assert (reward, done, truncated, info["ended_by"], info["score"]["reason"]) == (0.0, False, True, "error", ERROR)
+    assert "vault_open_locker failed in its server" in info["score"]["info"]["tool"]
+    assert _vault_servers() == []

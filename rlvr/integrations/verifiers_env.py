@@ -30,6 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import verifiers.v1 as vf
+from pydantic import TypeAdapter
 
 from rlvr.envs.tasks import Task, TaskSource
 from rlvr.verifiers.core import ERROR, Score, Verifier, align_batch, completion_text
@@ -213,7 +214,8 @@ class VerifiersRubric(Verifier):
 
     def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
         references, task_fields = align_batch(completions, references, task_fields)
-        jobs = [(f["vf_index"], completion_text(c)) for c, f in zip(completions, task_fields)]
+        jobs = [(f["vf_index"], completion_text(c), f.get("vf_turns"), f.get("vf_tools"))
+                for c, f in zip(completions, task_fields)]
         try:
             with self._lock:
                 if self._pool is None:
@@ -231,7 +233,8 @@ class VerifiersRubric(Verifier):
             return Score(0.0, ERROR, info={"error": result["error"][:500]})
         rewards, value = result["rewards"], result["reward"]
         return Score(value, None if value >= self.best else "wrong", components=rewards,
-                     reasons={k: "wrong" for k, v in rewards.items() if v <= 0}, info={"metrics": result["metrics"]})
+                     reasons={k: "wrong" for k, v in rewards.items() if v <= 0},
+                     info={"rewards": rewards, "metrics": result["metrics"]})
 
     def __getstate__(self) -> dict[str, Any]:
         return {"spec": self.spec, "best": self.best}
@@ -243,14 +246,14 @@ class VerifiersRubric(Verifier):
 _worker_tasks: dict[tuple, list] = {}
 
 
-def _score_in_worker(spec: tuple, jobs: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    """In the worker: the tasks' own `score` on one-turn traces, concurrently in one event loop."""
+def _score_in_worker(spec: tuple, jobs: list[tuple]) -> list[dict[str, Any]]:
+    """In the worker: the tasks' own `score` on the episodes' traces, concurrently in one event loop."""
     if spec not in _worker_tasks:
         _worker_tasks[spec] = _load_tasks(*spec)
     tasks = _worker_tasks[spec]
 
-    async def one(index: int, reply: str) -> dict[str, Any]:
-        trace = _trace(tasks[index], reply)
+    async def one(index: int, reply: str, turns: list | None, tools: list | None) -> dict[str, Any]:
+        trace = _trace(tasks[index], reply, turns, tools)
         try:
             await tasks[index].score(trace)
         except Exception as exc:
@@ -259,7 +262,7 @@ def _score_in_worker(spec: tuple, jobs: list[tuple[int, str]]) -> list[dict[str,
                 "rewards": {k: r.score for k, r in trace.rewards.items() if r is not None}}
 
     async def run() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(one(i, reply) for i, reply in jobs)))
+        return list(await asyncio.gather(*(one(*job) for job in jobs)))
 
     return asyncio.run(run())
 
@@ -301,25 +304,39 @@ class VerifiersTasks(TaskSource):
         return VerifiersRubric(self)
 
 
-def _trace(task: vf.Task, reply: str) -> vf.Trace:
-    """A one-turn trace: the task's prompt, then `reply` as the model's message."""
+def _trace(task: vf.Task, reply: str, turns: list[dict] | None = None, tools: list[dict] | None = None) -> vf.Trace:
+    """The task's prompt, then the episode's `turns` (verifiers messages as dicts: a tool env's turns and
+    tool replies), or else `reply` as the model's one message; `tools` (their schemas) on the root node."""
     data = task.data
     messages: list[Any] = [vf.SystemMessage(content=data.system_prompt)] if data.system_prompt else []
     prompt = data.prompt if isinstance(data.prompt, list) else [vf.UserMessage(content=data.prompt or "")]
     messages += prompt
     nodes = [vf.MessageNode(parent=i - 1 if i else None, message=m) for i, m in enumerate(messages)]
-    nodes.append(vf.MessageNode(parent=len(nodes) - 1 if nodes else None,
-                                message=vf.AssistantMessage(content=reply), sampled=True))
-    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=data),
+    for message in _MESSAGES.validate_python(turns) if turns else [vf.AssistantMessage(content=reply)]:
+        nodes.append(vf.MessageNode(parent=len(nodes) - 1 if nodes else None, message=message,
+                                    sampled=message.role == "assistant"))
+    listed = [vf.Tool(**schema["function"]) for schema in tools or []]
+    if nodes and listed:
+        nodes[0].tools = listed
+    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=data), tools=listed,
                     agent=vf.AgentInfo(config=vf.AgentConfig()), nodes=nodes, root_reply=reply)
+
+
+_MESSAGES = TypeAdapter(vf.Messages)
 
 
 def make_env(taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
              best: float = 1.0, **env_options: Any):
-    """The `rlvr/Verifiers-v0` entry point: a single-turn rlvr env over a verifiers taskset."""
+    """The `rlvr/Verifiers-v0` entry point: a single-turn rlvr env over a verifiers taskset, or a tool env
+    (`rlvr.integrations.verifiers_tools`) when its tasks declare toolsets."""
+    source = VerifiersTasks(taskset, limit, options, best)
+    if any(type(t).toolsets(t.config) for t in source.tasks):
+        from rlvr.integrations.verifiers_tools import VerifiersToolEnv
+
+        return VerifiersToolEnv(source, **env_options)
     from rlvr.envs.base import TaskEnv
 
-    return TaskEnv(VerifiersTasks(taskset, limit, options, best), **env_options)
+    return TaskEnv(source, **env_options)
 
 
 __all__ = ["RlvrTaskset"]  # verifiers finds the taskset class here; the rest is imported by name
