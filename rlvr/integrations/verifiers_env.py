@@ -16,7 +16,8 @@ does) and `VerifiersRubric` its rewards as an rlvr verifier: the completion beco
 verifiers trace and the task's own `score` runs on it, in a worker process (offline: rewards that
 need a sandbox runtime cannot run). The total is the reward; each verifiers reward is a component. A reward that
 raises (a judge endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is
-`rlvr/Verifiers-v0` (`taskset=` the verifiers taskset id, `limit=`, `options=` its config).
+`rlvr/Verifiers-v0` (`taskset=` the verifiers taskset id, `limit=`, `options=` its config); for tasks
+with toolsets it is a tool env (`rlvr.integrations.verifiers_tools`) scored on the whole trace.
 """
 
 from __future__ import annotations
