@@ -21,7 +21,7 @@ reset and the step. `openenv_overhead_ms_p50` is the OpenEnv p50 step minus the 
     python bench/interop.py [--episodes 200] [--sessions 32] [--episodes-per-session 20]
 
 Ends with `RESULT {"inprocess_step_ms_p50": ..., "openenv_step_ms_p50": ...,
-"openenv_step_ms_p99_32_sessions": ..., "errors": 0, ...}`.
+"openenv_step_ms_p99_32_sessions": ..., "errors": 0, ...}`, and exits 1 if any reward was wrong.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import time
 
 ENV_ID = "rlvr/Arithmetic-v0"
 ENV_KWARGS = {"digits": 2, "ops": "+"}
+WARMUP = 20  # untimed episodes before each row (the verifier's first call, a session's start)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -112,12 +113,12 @@ def main() -> dict:
 
     import rlvr.envs  # noqa: F401
 
-    total = max(args.episodes, args.sessions * args.episodes_per_session)
+    total = max(WARMUP, args.episodes, args.sessions * args.episodes_per_session)
     gold = golds(total)
     rows, errors = {}, {}
 
     env = gym.make(ENV_ID, **ENV_KWARGS)
-    play(env, range(20), gold, [])  # warm-up: the verifier's first call
+    play(env, range(WARMUP), gold, [])  # warm-up: the verifier's first call
     steps: list[float] = []
     start = time.perf_counter()
     errors["inprocess"] = play(env, range(args.episodes), gold, steps)
@@ -127,7 +128,7 @@ def main() -> dict:
     proc, url = serve()
     try:
         client = gym.make("rlvr/OpenEnv-v0", url=url)
-        play(client, range(20), gold, [])
+        play(client, range(WARMUP), gold, [])
         steps = []
         start = time.perf_counter()
         errors["openenv"] = play(client, range(args.episodes), gold, steps)
@@ -167,7 +168,7 @@ def main() -> dict:
             s = score_reply(ENV_ID, ENV_KWARGS, k, answer(k, gold[k])[0])
             return s.value, s.reason
 
-        for k in range(20):
+        for k in range(WARMUP):
             scored(k)
         steps, bad = [], 0
         start = time.perf_counter()
@@ -195,4 +196,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main()["errors"] else 0)
