@@ -18,7 +18,8 @@ stop early. The server is stopped with SIGTERM at the end and must exit 0.
 
     python bench/serve.py [--clients 128] [--requests 3] [--batch 16] [--code-batch 2] [--max-seconds 600]
 
-Ends with `RESULT {"clients": ..., "errors": ..., "p50_ms": {kind: ...}, "p99_ms": {kind: ...}, ...}`.
+Ends with `RESULT {"clients": ..., "errors": ..., "p50_ms": {kind: ...}, "p99_ms": {kind: ...}, ...}` and exits 1 if
+any response (or in-process score) was wrong.
 """
 
 from __future__ import annotations
@@ -239,4 +240,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    result = main()
+    sys.exit(1 if result["errors"] or result["in_process_errors"] else 0)
