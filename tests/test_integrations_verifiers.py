@@ -304,9 +304,20 @@ def test_rlvr_eval_runs_a_verifiers_tool_env(vault, tmp_path, capsys):
     assert all(row["reward"] == 1.0 and row["reason"] is None for row in rows)  # both of the taskset's rewards
 
 
-def test_trainer_steps_on_a_verifiers_tool_env(vault, tmp_path):
+def test_trainer_steps_on_a_verifiers_tool_env(vault, tmp_path, monkeypatch):
+    from rlvr.integrations import verifiers_tools
+
+    started = []  # each episode's toolsets, recorded as they come up (they still start for real)
+
+    class Recorded(verifiers_tools.ToolsetEpisode):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append([s["function"]["name"] for s in self.schemas])
+
+    monkeypatch.setattr(verifiers_tools, "ToolsetEpisode", Recorded)
     metrics = _train(tmp_path, {"taskset": "vf_vault", "limit": 4, "max_turns": 2}, steps=1)
     assert [m["step"] for m in metrics] == [1] and metrics[0]["errors"] == 0
+    assert started == [["vault_open_locker"]] * 4  # 2 prompts x 2 episodes, each with its own server
 
 
 def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_left(vault):
