@@ -25,7 +25,7 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 TIMING = {"step_s", "gen_s", "tokens_per_s"}
 ASYNC_ONLY = {"policy_version", "staleness", "stale_dropped", "worker_restarts", "is_ratio_mean", "is_ratio_max",
-              "is_corrected_frac", "sync_s", "worker_sync_s", "worker_gen_s"}
+              "is_corrected_frac", "sync_s", "worker_sync_s", "worker_gen_s", "worker_sample_s", "worker_score_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
            max_new_tokens=8, lr=3e-2, threads=1, progress=False)
 
@@ -83,6 +83,9 @@ def test_one_step_behind_is_corrected(tmp_path):
             assert r["sampler_kl"] >= 0 and 0 <= r["is_corrected_frac"] <= 1
     stale = [r for r in records[1:] if r["groups_trained"]]
     assert stale and any(r["sampler_kl"] > 0 for r in stale)  # the policies really differ
+    for r in records:  # the worker's time: sampling inside its generator, then the envs' scoring
+        assert 0 < r["worker_sample_s"] < r["worker_gen_s"] and r["worker_score_s"] > 0
+        assert r["worker_sample_s"] + r["worker_score_s"] == pytest.approx(r["worker_gen_s"])
     prompts = sorted(s["prompt"] for s in read_jsonl(tmp_path / "samples.jsonl"))
     assert prompts == list(range(5 * TOY["prompts_per_step"]))  # every prompt once
 

@@ -14,6 +14,11 @@ each token by pi / mu, truncated (`correction: tis`) or masked (`mis`) beyond `t
 the behaviour ratio's mean and max, the share of tokens truncated or masked (`is_corrected_frac`),
 `sampler_kl` (KL(behaviour || current), k3) and the weight sync's cost.
 
+With `generator: vllm` the engines are the workers' (this process samples nothing and builds none).
+Their groups carry the engine's log-probs mu_v of version v, and the loss's one behaviour weight
+pi_s / mu_v (trainer/loss.py) covers both the s - v versions of staleness and the engine's numerics:
+it is corrected at every staleness, 0 included, as the synchronous trainer corrects vLLM, and never twice.
+
 A resumed run starts a new pool at its checkpoint's step: at k = 0 it continues exactly; at k > 0
 the steps that were in flight are sampled again under the checkpoint's weights (same prompts, none
 lost or repeated).
@@ -37,6 +42,9 @@ class AsyncGRPOTrainer(GRPOTrainer):
             raise ValueError("config: async runs train in one process (no torchrun)")
         self.sampler_differs = self.correct_sampler  # bf16 sampling or another engine: corrected at any staleness
         self.pool: WorkerPool | None = None
+
+    def _make_generator(self):
+        return None  # the workers sample, each with its own generator
 
     def train(self) -> list[dict]:
         self.pool = WorkerPool(self.config)
@@ -80,5 +88,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
             "sync_s": self.pool.publish_s,  # putting the weights in the object store (trainer side)
             "worker_sync_s": batch.sync_s,  # the worker fetching and loading them
             "worker_gen_s": batch.gen_s,  # the worker sampling and scoring this step
+            "worker_sample_s": batch.sample_s,  # of which inside its generator
+            "worker_score_s": batch.gen_s - batch.sample_s,  # and the rest: envs, tools, scoring, advantages
         })
         return record

@@ -6,6 +6,11 @@ scoring through the envs and advantages as a synchronous step, so no loop is wri
 step index fixes everything random (the prompts are `step * prompts_per_step * (1 + refill_rounds)`
 onwards), so a step sampled again, after a worker died, draws the same prompts.
 
+The worker samples with its config's `generator`. With `generator: vllm` its engine is its own (in
+the worker's process) and takes each new version as the synchronous trainer's does after a step:
+merged into the base weights under LoRA, then a prefix-cache reset. The groups then carry the
+engine's sampled log-probs, so one ratio in the loss covers both staleness and the engine's numerics.
+
 `WorkerPool` (in the trainer) hands out steps in order. Step s is given out only while
 s <= version + ahead (version: the trainer's optimizer steps so far), together with the newest
 weights when the worker does not hold them yet: a LoRA run ships only the adapters, a full run the
@@ -72,6 +77,7 @@ class Rollouts:
     env_kwargs: dict
     data_position: int  # the prompt stream's position after this step
     gen_s: float  # sampling and scoring
+    sample_s: float  # of which inside the generator (the rest: envs, tools, scoring, advantages)
     sync_s: float  # taking the new weights, before sampling
     worker: dict = field(default_factory=dict)  # pid and node that sampled it
 
@@ -97,6 +103,7 @@ class GenerationWorker:
         scratch = tempfile.mkdtemp(prefix=f"rlvr_worker{index}_")
         self.trainer = GRPOTrainer(cfg, scratch)
         shutil.rmtree(scratch, ignore_errors=True)  # only train() writes there
+        self.trainer.generator = self.clock = TimedGenerator(self.trainer.generator)
         self.version = -1
 
     def where(self) -> dict:
@@ -116,17 +123,70 @@ class GenerationWorker:
         t1 = time.perf_counter()
         trainer = self.trainer
         trainer.step, trainer.data_position = step, step_position(trainer.config, step)
+        self.clock.seconds = 0.0
         groups, kept = trainer._collect()
         return Rollouts(step, self.version, groups, kept, trainer.env_kwargs, trainer.data_position,
-                        gen_s=time.perf_counter() - t1, sync_s=t1 - t0, worker=self.where())
+                        gen_s=time.perf_counter() - t1, sample_s=self.clock.seconds, sync_s=t1 - t0,
+                        worker=self.where())
 
     def _load(self, state: dict) -> None:
+        """Version `state` into the model, and into the generator when it holds weights of its own (vLLM)."""
         from rlvr.trainer import lora
 
+        model = self.trainer.model
         if self.trainer.config.lora:
-            lora.load_adapter_state(self.trainer.model, state)
+            lora.load_adapter_state(model, state)
         else:
-            self.trainer.model.load_state_dict(state)
+            model.load_state_dict(state)
+        self.trainer.generator.sync_weights(model)
+
+
+class TimedGenerator:
+    """A worker's generator, counting the seconds spent in it: the step's sampling, apart from its envs."""
+
+    def __init__(self, inner):
+        self.inner, self.seconds = inner, 0.0
+
+    def __getattr__(self, name):  # sync_weights and the rest: the generator's own
+        return getattr(self.inner, name)
+
+    def timed(self, call, *args):
+        t0 = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def sample(self, prompt_ids, settings, seeds):
+        return self.timed(self.inner.sample, prompt_ids, settings, seeds)
+
+    def start(self, batch, settings):
+        """The generator's own session, timed (it may prefill); None if it has none: the turn-by-turn
+        session then calls `sample`, timed above."""
+        own = getattr(self.inner, "start", None)
+        t0 = time.perf_counter()
+        session = own(batch, settings) if own is not None else None
+        if session is None:
+            return None
+        self.seconds += time.perf_counter() - t0
+        return TimedSession(session, self)
+
+
+class TimedSession:
+    def __init__(self, inner, clock: TimedGenerator):
+        self.inner, self.clock = inner, clock
+
+    def turns(self):
+        return self.clock.timed(self.inner.turns)
+
+    def extend(self, row, messages, reply_ids):
+        return self.clock.timed(self.inner.extend, row, messages, reply_ids)
+
+    def finish(self, row):
+        return self.clock.timed(self.inner.finish, row)
+
+    def close(self):
+        return self.clock.timed(self.inner.close)
 
 
 class WorkerPool:
