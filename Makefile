@@ -52,8 +52,13 @@ test: lint llama-server install-vllm
 	$(VENV)/bin/pytest -q
 	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q tests/test_*vllm*.py
 
-bench: $(STAMP)
-	@set -e; for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done
+# Every benchmark at its default size (hours: the learning benches train 30 minutes a seed). They read ../shared,
+# run code in the Docker sandbox (.ci/docker.sh: engine and images, idempotent), and the vLLM ones run in .venv-vllm.
+VLLM_BENCH := bench/generation.py bench/vllm_lora_sync.py
+bench: $(STAMP) install-vllm
+	VENV=$(VENV) TORCH_SPEC="$(TORCH_SPEC)" .ci/docker.sh
+	@set -e; for f in bench/*.py; do echo "== $$f"; \
+		case " $(VLLM_BENCH) " in *" $$f "*) $(VLLM_VENV)/bin/python $$f;; *) $(PY) $$f;; esac; done
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache .ruff_cache
