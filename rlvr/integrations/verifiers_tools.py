@@ -125,7 +125,10 @@ class ToolsetEpisode:
         try:
             content = reply.result(timeout=self.timeout + 5)
         except Exception as exc:
-            raise ToolUnavailable(f"tool {name} failed in its server: {type(exc).__name__}: {exc}"[:500]) from exc
+            cause = exc
+            while getattr(cause, "exceptions", None):  # the MCP client's task groups wrap the cause
+                cause = cause.exceptions[0]
+            raise ToolUnavailable(f"tool {name} failed in its server: {type(cause).__name__}: {cause}"[:500]) from exc
         return content if isinstance(content, str) else json.dumps(content)
 
     def stop(self) -> None:
