@@ -330,7 +330,7 @@ def test_trainer_steps_on_a_verifiers_tool_env(vault, tmp_path, monkeypatch):
 
 
 def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_left(vault):
-    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_vault", limit=1, tool_timeout=20)
+    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_vault", limit=1)
     before = _runtime_dirs()
     messages, _ = env.reset(seed=0)
     locker = env.unwrapped.source.tasks[0].data.locker
@@ -341,5 +341,5 @@ def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_
     messages, reward, done, truncated, info = env.step(_open_locker(locker))
     outcome = (reward, done, truncated, info.get("ended_by"), info.get("score", {}).get("reason"))
     assert outcome == (0.0, False, True, "error", ERROR)  # never a 0 the model earned: the trainer leaves it out
-    assert "vault_open_locker failed in its server" in info["score"]["info"]["tool"]
+    assert "vault_open_locker failed in its server: ConnectError" in info["score"]["info"]["tool"]  # retried, then given up
     assert _vault_servers() == [] and _runtime_dirs() == before  # stopped with the episode, not at close
