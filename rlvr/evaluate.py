@@ -72,6 +72,7 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     from tqdm import tqdm
 
     from rlvr.envs import make
+    from rlvr.trainer.episodes import is_multiturn
     from rlvr.trainer.generator import SamplingSettings
     from rlvr.trainer.rollout import rollout
 
@@ -86,7 +87,7 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     if hasattr(generator, "sample") and tokenizer is None:
         raise ValueError("a token generator (one with `sample`) needs its tokenizer")
     envs = [make(env_id, **(env_kwargs or {})) for _ in range(batch_size)]
-    multiturn = getattr(envs[0].unwrapped, "max_turns", 1) > 1
+    multiturn = is_multiturn(envs[0])
     if multiturn:  # one env per episode: n episodes of each task of a batch
         envs += [make(env_id, **(env_kwargs or {})) for _ in range(batch_size * (n - 1))]
     size = envs[0].unwrapped.source.size

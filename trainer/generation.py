@@ -80,56 +80,25 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
            temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
            generators: list[torch.Generator] | None = None, eos_token_ids=(), pad_token_id: int = 0,
            ) -> list[Sampled]:
-    """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit."""
-    if n < 1 or max_new_tokens < 1:
-        raise ValueError("n and max_new_tokens must be at least 1")
-    if not greedy and (temperature <= 0 or not 0 < top_p <= 1):
-        raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
-    n_prompts = len(prompt_ids)
-    if generators is None:
-        generators = [torch.Generator().manual_seed(i) for i in range(n_prompts)]
-    device = next(model.parameters()).device
-    cache, logits, mask, next_pos = prefill_prompts(model, prompt_ids, n, pad_token_id, device)
+    """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit: the first
+    turn of every row of a `CarriedSession` (one decoding loop for single turns and whole episodes)."""
+    from rlvr.trainer.generator import Batch, SamplingSettings
 
-    rows = n_prompts * n
-    tokens: list[list[int]] = [[] for _ in range(rows)]
-    logps: list[list[float]] = [[] for _ in range(rows)]
-    done = [False] * rows
-    active = torch.arange(rows)  # original row of each row still in the batch
-    eos = torch.tensor(sorted(set(eos_token_ids)), dtype=torch.long, device=device)
-    for step in range(max_new_tokens):
-        if greedy:
-            chosen = logits.argmax(-1)
-            logp = torch.log_softmax(logits.float(), -1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-        else:
-            uniforms = torch.empty(rows, dtype=torch.float32)
-            for p in range(n_prompts):  # one draw per row from its prompt's generator, finished rows too
-                uniforms[p * n:(p + 1) * n] = torch.rand(n, generator=generators[p])
-            chosen, logp = _pick(logits, uniforms[active].to(device), temperature, top_p)
-        finished = torch.isin(chosen, eos) if len(eos) else torch.zeros_like(chosen, dtype=torch.bool)
-        for row, tok, lp in zip(active.tolist(), chosen.tolist(), logp.tolist()):
-            tokens[row].append(tok)
-            logps[row].append(lp)
-        for row in active[finished.cpu()].tolist():
-            done[row] = True
-        if step == max_new_tokens - 1:
-            break
-        keep = (~finished).nonzero().squeeze(-1)
-        if len(keep) == 0:
-            break
-        if len(keep) < len(active):
-            cache.batch_select_indices(keep)
-            active, mask, next_pos, chosen = active[keep.cpu()], mask[keep], next_pos[keep], chosen[keep]
-        mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
-        out = model(input_ids=chosen.unsqueeze(-1), attention_mask=mask, position_ids=next_pos,
-                    use_cache=True, **cache_kwarg(model, cache))
-        logits = out.logits[:, -1]
-        next_pos = next_pos + 1
-    return [
-        Sampled(list(prompt_ids[p]), tokens[p * n:(p + 1) * n], [not d for d in done[p * n:(p + 1) * n]],
-                logps[p * n:(p + 1) * n])
-        for p in range(n_prompts)
-    ]
+    settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                greedy=greedy, stop_token_ids=tuple(eos_token_ids))
+    seeds = list(range(len(prompt_ids)))
+    session = CarriedSession(model, Batch(prompt_ids, seeds, [], False), settings, pad_token_id, generators)
+    turns = {}
+    try:
+        while len(turns) < len(prompt_ids) * n:
+            for turn in session.turns():
+                turns[turn.row] = turn
+                session.finish(turn.row)
+    finally:
+        session.close()
+    rows = [turns[r] for r in range(len(turns))]
+    return [Sampled(list(prompt), [t.ids for t in rows[p * n:(p + 1) * n]], [t.truncated for t in rows[p * n:(p + 1) * n]],
+                    [t.logps for t in rows[p * n:(p + 1) * n]]) for p, prompt in enumerate(prompt_ids)]
 
 
 def eos_ids(tokenizer, model=None) -> list[int]:
@@ -141,25 +110,8 @@ def eos_ids(tokenizer, model=None) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-def generate(model, tokenizer, prompts: list[list[dict]], n: int = 1, max_new_tokens: int = 256,
-             temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False, seed=None,
-             ) -> list[list[str]]:
-    """`n` completions (text, special tokens removed) for each chat prompt."""
-    base = 0 if seed is None else int(seed)
-    generators = [torch.Generator().manual_seed(base * 1_000_003 + i) for i in range(len(prompts))]
-    was_training = model.training
-    model.eval()
-    try:
-        results = sample(model, encode_chats(tokenizer, prompts), n=n, max_new_tokens=max_new_tokens,
-                         temperature=temperature, top_p=top_p, greedy=greedy, generators=generators,
-                         eos_token_ids=eos_ids(tokenizer, model), pad_token_id=tokenizer.pad_token_id)
-    finally:
-        model.train(was_training)
-    return [[tokenizer.decode(c, skip_special_tokens=True) for c in r.completion_ids] for r in results]
-
-
 class CarriedSession:
-    """Multi-turn episodes with one KV cache carried across turns (a `generator.Session`).
+    """Episodes with one KV cache carried across turns (a `generator.Session`); `sample` is its first turn.
 
     Every live row takes one decoding step at a time. A turn ends at an end-of-turn id
     (`settings.stop_token_ids`), at `max_new_tokens`, at the row's token budget, or when its ids close
@@ -170,7 +122,9 @@ class CarriedSession:
     tokens count), so sampling does not depend on how the env's tokens are fed.
     """
 
-    def __init__(self, model, batch, settings, pad_token_id: int):
+    def __init__(self, model, batch, settings, pad_token_id: int, generators: list[torch.Generator] | None = None):
+        if settings.n < 1 or settings.max_new_tokens < 1:
+            raise ValueError("n and max_new_tokens must be at least 1")
         if not settings.greedy and (settings.temperature <= 0 or not 0 < settings.top_p <= 1):
             raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
         self.model, self.batch, self.settings, self.pad = model, batch, settings, pad_token_id
@@ -178,7 +132,7 @@ class CarriedSession:
         model.eval()
         self.n = settings.n
         self.device = next(model.parameters()).device
-        self.generators = [torch.Generator().manual_seed(s) for s in batch.seeds]
+        self.generators = generators or [torch.Generator().manual_seed(s) for s in batch.seeds]
         with torch.no_grad():
             self.cache, self.logits, self.mask, self.next_pos = prefill_prompts(
                 model, batch.prompts, self.n, pad_token_id, self.device)
@@ -200,12 +154,11 @@ class CarriedSession:
         return float(self.draws[p][k][row % self.n])
 
     def _turn_over(self, row: int, token: int) -> bool:
-        turn = self.tokens[row][self.turn_start[row]:]
-        budget = self.batch.budget
-        if token in self.settings.stop_token_ids or len(turn) >= self.settings.max_new_tokens or (
+        budget, start = self.batch.budget, self.turn_start[row]
+        if token in self.settings.stop_token_ids or len(self.tokens[row]) - start >= self.settings.max_new_tokens or (
                 budget is not None and len(self.tokens[row]) >= budget):
             return True
-        return self.batch.ends_call is not None and self.batch.ends_call(row, turn)
+        return self.batch.ends_call is not None and self.batch.ends_call(row, self.tokens[row][start:])
 
     def _advance(self) -> None:
         """Drop the ended rows, run the picked tokens through the model, then the env replies as one prefill."""

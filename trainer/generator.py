@@ -192,15 +192,10 @@ class LocalGenerator:
 
         from rlvr.trainer.generation import sample
 
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            return sample(self.model, prompt_ids, n=settings.n, max_new_tokens=settings.max_new_tokens,
-                          temperature=settings.temperature, top_p=settings.top_p, greedy=settings.greedy,
-                          generators=[torch.Generator().manual_seed(s) for s in seeds],
-                          eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
-        finally:
-            self.model.train(was_training)
+        return sample(self.model, prompt_ids, n=settings.n, max_new_tokens=settings.max_new_tokens,
+                      temperature=settings.temperature, top_p=settings.top_p, greedy=settings.greedy,
+                      generators=[torch.Generator().manual_seed(s) for s in seeds],
+                      eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
 
     def start(self, batch: Batch, settings: SamplingSettings):
         if not batch.multiturn:

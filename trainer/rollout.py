@@ -192,31 +192,22 @@ def _call_test(tokenizer, rows: list):
 
 
 def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, episode_return) -> list[Group]:
-    token_ids = [p if tokenizer is not None else [] for p in prompts]
-    if not multiturn:
-        texts = [[ep.replies[0] if ep.replies else "" for ep in episodes[p * n:(p + 1) * n]]
-                 for p in range(len(prompts))]
-        ok = [[ep.error is None for ep in episodes[p * n:(p + 1) * n]] for p in range(len(prompts))]
-        scored = score(per_prompt, texts)
-        groups = []
-        for p, (index, results) in enumerate(zip(indices, scored)):
-            eps = episodes[p * n:(p + 1) * n]
-            outcomes = [(float(r), info) if good else (0.0, _error_info(ep.env, ep.error))
-                        for (r, info), good, ep in zip(results, ok[p], eps)]
-            groups.append(Group(index, token_ids[p], [ep.tokens for ep in eps], [ep.truncated for ep in eps],
-                                texts[p], [r for r, _ in outcomes], [i for _, i in outcomes],
-                                [ep.logps for ep in eps]))
-        return groups
-    groups = []
-    for p, index in enumerate(indices):
-        eps = episodes[p * n:(p + 1) * n]
-        outcomes = [_outcome(tokenizer, ep, episode_return) for ep in eps]
-        texts = [tokenizer.decode(ep.tokens, skip_special_tokens=False) if tokenizer is not None
-                 else "\n\n".join(ep.replies) for ep in eps]
-        groups.append(Group(index, token_ids[p], [ep.tokens for ep in eps], [ep.cut for ep in eps], texts,
-                            [r for r, _ in outcomes], [i for _, i in outcomes], [ep.logps for ep in eps],
-                            weights=[ep.weights for ep in eps] if tokenizer is not None else None))
-    return groups
+    """One Group per prompt: multi-turn episodes have their outcome from the env's steps, single-turn
+    completions are scored in one batch (an `error` turn keeps its error info and 0)."""
+    groups = [episodes[p * n:(p + 1) * n] for p in range(len(prompts))]
+    if multiturn:
+        outcomes = [[_outcome(tokenizer, ep, episode_return) for ep in eps] for eps in groups]
+        texts = [[tokenizer.decode(ep.tokens, skip_special_tokens=False) if tokenizer is not None
+                  else "\n\n".join(ep.replies) for ep in eps] for eps in groups]
+    else:
+        texts = [[ep.replies[0] if ep.replies else "" for ep in eps] for eps in groups]
+        outcomes = [[(float(r), info) if ep.error is None else (0.0, ep.info) for (r, info), ep in zip(scored, eps)]
+                    for scored, eps in zip(score(per_prompt, texts), groups)]
+    weighted = multiturn and tokenizer is not None
+    return [Group(index, prompt if tokenizer is not None else [], [ep.tokens for ep in eps],
+                  [ep.cut if multiturn else ep.truncated for ep in eps], text, [r for r, _ in out], [i for _, i in out],
+                  [ep.logps for ep in eps], weights=[ep.weights for ep in eps] if weighted else None)
+            for index, prompt, eps, text, out in zip(indices, prompts, groups, texts, outcomes)]
 
 
 def local_rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
