@@ -68,7 +68,8 @@ def train_one(mode: str, seed: int, args) -> dict:
         total = lambda key: round(sum(r[key] for r in records), 1)  # noqa: E731
         summary["time_s"] = {"trainer_waiting": total("gen_s"), "trainer_publishing": total("sync_s"),
                              "trainer_training": round(total("step_s") - total("gen_s") - total("sync_s"), 1),
-                             "worker_sampling_scoring": total("worker_gen_s"), "worker_loading": total("worker_sync_s")}
+                             "worker_sampling_scoring": total("worker_gen_s"), "worker_sampling": total("worker_sample_s"),
+                             "worker_scoring": total("worker_score_s"), "worker_loading": total("worker_sync_s")}
         summary["staleness"] = {k: sum(r["staleness"].get(k, 0) for r in records) for k in ("0", "1")}
         summary["stale_dropped"] = sum(r["stale_dropped"] for r in records)
         ratios = [r["is_ratio_max"] for r in records if r["is_ratio_max"] is not None]
