@@ -12,12 +12,19 @@ module is the taskset id for `vf-eval`:
         --env.taskset.env-kwargs '{"digits": 1}' --model M --client.base-url URL -n 4
 
 In: `VerifiersTasks` is an rlvr task source over a verifiers taskset (loaded by id, as vf-eval
-does) and `VerifiersRubric` its rewards as an rlvr verifier: the completion becomes a one-turn
-verifiers trace and the task's own `score` runs on it, in a worker process (offline: rewards that
-need a sandbox runtime cannot run). The total is the reward; each verifiers reward is a component. A reward that
-raises (a judge endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is
-`rlvr/Verifiers-v0` (`taskset=` the verifiers taskset id, `limit=`, `options=` its config); for tasks
-with toolsets it is a tool env (`rlvr.integrations.verifiers_tools`) scored on the whole trace.
+does) and `VerifiersRubric` its rewards as an rlvr verifier. Each completion is scored as a verifiers
+rollout ends, in a worker process: on a subprocess runtime of its own (verifiers' `SubprocessRuntime`,
+a work folder) the task's `setup` hook runs, the completion becomes a one-turn verifiers trace (with the
+state `setup` left), `finalize` runs, then the task's own `score` with that runtime, so rewards that need
+a runtime run too; the runtime is then stopped. The model never sees the runtime in a single-turn
+taskset, so running `setup` at scoring time has the effect it has before the model's turn in vf-eval.
+The total is the reward; each verifiers reward is a component. A reward or hook that raises (a judge
+endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is `rlvr/Verifiers-v0`
+(`taskset=` the verifiers taskset id, `limit=`, `options=` its config); for tasks with toolsets (or a
+taskset with shared toolsets) it is a tool env (`rlvr.integrations.verifiers_tools`) scored on the
+whole trace. Refused at `gym.make`, with the reason: tasks that need a container (`NEEDS_CONTAINER`,
+a task `image`), and `@vf.stop` / `@vf.intercept` hooks (they act on a verifiers harness's model
+calls, which rlvr's loop does not make).
 """
 
 from __future__ import annotations
@@ -28,10 +35,15 @@ import json
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import verifiers.v1 as vf
 from pydantic import TypeAdapter
+from verifiers.v1.runtimes import SubprocessConfig, make_runtime
+from verifiers.v1.runtimes.subprocess import SubprocessRuntime
+from verifiers.v1.state import state_cls
+from verifiers.v1.utils.decorators import discover_decorated, invoke
 
 from rlvr.envs.tasks import Task, TaskSource
 from rlvr.verifiers.core import ERROR, Score, Verifier, align_batch, completion_text
@@ -215,8 +227,8 @@ class VerifiersRubric(Verifier):
 
     def score_batch(self, completions, references=None, task_fields=None) -> list[Score]:
         references, task_fields = align_batch(completions, references, task_fields)
-        jobs = [(f["vf_index"], completion_text(c), f.get("vf_turns"), f.get("vf_tools"))
-                for c, f in zip(completions, task_fields)]
+        jobs = [(f["vf_index"], completion_text(c), f.get("vf_turns"), f.get("vf_tools"), f.get("vf_state"),
+                 f.get("vf_runtime")) for c, f in zip(completions, task_fields)]
         try:
             with self._lock:
                 if self._pool is None:
@@ -248,15 +260,16 @@ _worker_tasks: dict[tuple, list] = {}
 
 
 def _score_in_worker(spec: tuple, jobs: list[tuple]) -> list[dict[str, Any]]:
-    """In the worker: the tasks' own `score` on the episodes' traces, concurrently in one event loop."""
+    """In the worker: each episode finished and scored as a verifiers rollout ends, concurrently in one loop."""
     if spec not in _worker_tasks:
-        _worker_tasks[spec] = _load_tasks(*spec)
+        _worker_tasks[spec] = _load(*spec)[1]
     tasks = _worker_tasks[spec]
 
-    async def one(index: int, reply: str, turns: list | None, tools: list | None) -> dict[str, Any]:
-        trace = _trace(tasks[index], reply, turns, tools)
+    async def one(index: int, reply: str, turns: list | None, tools: list | None, state: Any,
+                  workdir: str | None) -> dict[str, Any]:
+        task = tasks[index]
         try:
-            await tasks[index].score(trace)
+            trace = await _finish(task, reply, turns, tools, state, workdir)
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return {"reward": float(trace.reward), "metrics": dict(trace.metrics),
@@ -268,7 +281,45 @@ def _score_in_worker(spec: tuple, jobs: list[tuple]) -> list[dict[str, Any]]:
     return asyncio.run(run())
 
 
-def _load_tasks(taskset: str, limit: int | None, options_json: str) -> list:
+async def _finish(task: vf.Task, reply: str, turns: list | None, tools: list | None, state: Any,
+                  workdir: str | None) -> vf.Trace:
+    """Setup (with no runtime of the episode's: a single-turn one), finalize and score, as `Rollout` runs them.
+
+    A tool episode's runtime (`workdir`) is still up: its toolsets' servers ran there after its `setup`,
+    and `state` is the trace state they left; it is the episode's to stop."""
+    if workdir == "":
+        raise RuntimeError("the episode's toolsets and runtime were down before it was scored")
+    trace = _trace(task, reply, turns, tools, state)
+    if workdir is None:
+        runtime = make_runtime(SubprocessConfig(), name=f"rlvr-{trace.id}")
+        runtime.env = dict(task.runtime_env())
+    else:
+        runtime = _episode_runtime(task, workdir)
+    try:
+        if workdir is None:
+            await runtime.start()
+            await runtime.prepare_setup()
+            nodes, trace.nodes, trace.root_reply = trace.nodes, trace.nodes[:_prompt_length(task)], None
+            await invoke(task.setup, {"trace": trace, "runtime": runtime})  # before the model's turn, as in vf
+            trace.nodes, trace.root_reply = nodes, reply
+        await invoke(task.finalize, {"trace": trace, "runtime": runtime})
+        await task.score(trace, runtime)
+    finally:
+        if workdir is None:
+            await runtime.stop()
+    return trace
+
+
+def _episode_runtime(task: vf.Task, workdir: str) -> SubprocessRuntime:
+    """A view of a tool episode's subprocess runtime (its work folder), started and stopped by the episode."""
+    runtime = SubprocessRuntime(SubprocessConfig(), name=Path(workdir).name)
+    runtime.workdir, runtime.info.id = Path(workdir), workdir
+    runtime.env = dict(task.runtime_env())
+    return runtime
+
+
+def _load(taskset: str, limit: int | None, options_json: str) -> tuple[vf.Taskset, list]:
+    """The taskset (its first `limit` tasks) and those tasks."""
     from verifiers.v1.utils.loaders import taskset_config_type
 
     config = taskset_config_type(taskset).model_validate({**json.loads(options_json), "id": taskset})
@@ -277,7 +328,22 @@ def _load_tasks(taskset: str, limit: int | None, options_json: str) -> list:
         loaded = loaded.take(limit)
     elif not loaded.bounded:
         raise ValueError(f"verifiers taskset {taskset!r} is infinite: give limit=")
-    return list(loaded)
+    return loaded, list(loaded)
+
+
+def _refusal(task: vf.Task, hooks: bool = True) -> str | None:
+    """Why rlvr cannot run this task as verifiers would (None: it can); `hooks`: look at its hooks too."""
+    name = type(task).__name__
+    if type(task).NEEDS_CONTAINER or task.data.image:
+        return (f"task {name} needs a container (NEEDS_CONTAINER or an image): rlvr/Verifiers-v0 runs a task's "
+                "setup, tools and rewards on verifiers' subprocess runtime only")
+    if not hooks:
+        return None
+    for kind, found in (("stop", task.hooks("stop")), ("intercept", discover_decorated(task, "intercept"))):
+        if found:
+            return (f"task {name} has @vf.{kind} hook {found[0].__name__}: it acts on a verifiers harness's model "
+                    "calls, which rlvr/Verifiers-v0 does not make, so it would never run")
+    return None
 
 
 class VerifiersTasks(TaskSource):
@@ -289,9 +355,16 @@ class VerifiersTasks(TaskSource):
     def __init__(self, taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
                  best: float = 1.0):
         self.spec = (taskset, limit, json.dumps(options or {}, sort_keys=True))
-        self.tasks = _load_tasks(*self.spec)
+        loaded, self.tasks = _load(*self.spec)
         if not self.tasks:
             raise ValueError(f"verifiers taskset {taskset!r} has no tasks")
+        classes: set[type] = set()
+        for task in self.tasks:
+            if (why := _refusal(task, type(task) not in classes)) is not None:
+                raise ValueError(f"verifiers taskset {taskset!r}: {why}")
+            classes.add(type(task))
+        self.shared_toolsets = type(loaded).toolsets(loaded.config)
+        """Taskset-scoped toolsets: started once per env, shared by its episodes."""
         self.size, self.best, self.name = len(self.tasks), best, taskset
 
     def get(self, index: int) -> Task:
@@ -305,9 +378,11 @@ class VerifiersTasks(TaskSource):
         return VerifiersRubric(self)
 
 
-def _trace(task: vf.Task, reply: str, turns: list[dict] | None = None, tools: list[dict] | None = None) -> vf.Trace:
+def _trace(task: vf.Task, reply: str, turns: list[dict] | None = None, tools: list[dict] | None = None,
+           state: Any = None) -> vf.Trace:
     """The task's prompt, then the episode's `turns` (verifiers messages as dicts: a tool env's turns and
-    tool replies), or else `reply` as the model's one message; `tools` (their schemas) on the root node."""
+    tool replies), or else `reply` as the model's one message; `tools` (their schemas) on the root node;
+    `state` the episode's trace state (a fresh one by default)."""
     data = task.data
     messages: list[Any] = [vf.SystemMessage(content=data.system_prompt)] if data.system_prompt else []
     prompt = data.prompt if isinstance(data.prompt, list) else [vf.UserMessage(content=data.prompt or "")]
@@ -319,8 +394,14 @@ def _trace(task: vf.Task, reply: str, turns: list[dict] | None = None, tools: li
     listed = [vf.Tool(**schema["function"]) for schema in tools or []]
     if nodes and listed:
         nodes[0].tools = listed
-    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=data), tools=listed,
-                    agent=vf.AgentInfo(config=vf.AgentConfig()), nodes=nodes, root_reply=reply)
+    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=data, key=task.key, hash=task.hash),
+                    tools=listed, agent=vf.AgentInfo(config=vf.AgentConfig()), nodes=nodes, root_reply=reply,
+                    state=state if state is not None else state_cls(type(task))())
+
+
+def _prompt_length(task: vf.Task) -> int:
+    data = task.data
+    return bool(data.system_prompt) + (len(data.prompt) if isinstance(data.prompt, list) else 1)
 
 
 _MESSAGES = TypeAdapter(vf.Messages)
@@ -329,9 +410,9 @@ _MESSAGES = TypeAdapter(vf.Messages)
 def make_env(taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
              best: float = 1.0, **env_options: Any):
     """The `rlvr/Verifiers-v0` entry point: a single-turn rlvr env over a verifiers taskset, or a tool env
-    (`rlvr.integrations.verifiers_tools`) when its tasks declare toolsets."""
+    (`rlvr.integrations.verifiers_tools`) when it or its tasks declare toolsets."""
     source = VerifiersTasks(taskset, limit, options, best)
-    if any(type(t).toolsets(t.config) for t in source.tasks):
+    if source.shared_toolsets or any(type(t).toolsets(t.config) for t in source.tasks):
         from rlvr.integrations.verifiers_tools import VerifiersToolEnv
 
         return VerifiersToolEnv(source, **env_options)

@@ -1,22 +1,24 @@
 """A verifiers (0.4) taskset whose tasks have tools, as an rlvr tool env (`rlvr/Verifiers-v0` picks it).
 
-Each episode starts the task's toolsets the way a verifiers rollout does: a subprocess runtime, the
-interception server's state and task channel (the tool server fetches its task there and runs
-`setup_task`), `serve_tools` to launch the servers, and verifiers' own MCP client (`connect_mcp`,
-`call_mcp`, as its null harness calls them). The tools keep the names, descriptions and JSON schemas
-that verifiers advertises. The model's calls, read by the env's parser (`<tool_call>` JSON), go to the
-servers; the results come back as tool messages. The episode's end (an answer, a limit, an error, the
-next reset or `close`) stops the servers and the runtime, which reaps their processes.
+Each episode runs the task's lifecycle the way a verifiers rollout (`Rollout.open`/`close`) does: a
+subprocess runtime, the task's `setup` hook on it, the interception server's state and task channel
+(the tool server fetches its task there and runs `setup_task`), `serve_tools` to launch the task's
+servers in that runtime, and verifiers' own MCP client (`connect_mcp`, `call_mcp`, as its null harness
+calls them). The taskset's own (shared) toolsets are started once per env with `serve_shared`, as
+`Env.shared_tools` does, joined to every episode and stopped at `close`. The tools keep the names,
+descriptions and JSON schemas that verifiers advertises. The model's calls, read by the env's parser
+(`<tool_call>` JSON), go to the servers; the results come back as tool messages.
 
-The whole conversation then becomes a verifiers trace (assistant turns with their tool calls, tool
-messages with their call ids, the tools on the root node) and the task's own `score` runs on it in
-`VerifiersRubric`'s worker process: the weighted total is the reward, each verifiers reward a component.
-A toolset that fails (it does not start, its server dies, a call gets no answer within `tool_timeout`)
-is the infrastructure's failure: the episode ends as `error`, never 0. A call that the tool itself
-rejects (bad arguments) is the model's: the server's error text comes back as the tool message.
-
-Not run, as in the single-turn env: task `setup`/`finalize` hooks and rewards that need a runtime;
-taskset-scoped (shared) toolsets are not started.
+When the model answers, the servers and the interception stop, and the whole conversation becomes a
+verifiers trace (assistant turns with their tool calls, tool messages with their call ids, the tools on
+the root node, the trace state that `setup` and the servers left). In `VerifiersRubric`'s worker
+process the task's `finalize` then runs and its own `score`, with the episode's runtime, so rewards that
+need a runtime run too: the weighted total is the reward, each verifiers reward a component. The
+episode's end (scored, a limit, an error, the next reset or `close`) stops the runtime, which reaps its
+processes. A toolset that fails (it does not start, its server dies, a call gets no answer within
+`tool_timeout`) or a hook that raises is the infrastructure's failure: the episode ends as `error`,
+never 0. A call that the tool itself rejects (bad arguments) is the model's: the server's error text
+comes back as the tool message.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ from verifiers.v1.clients import ModelContext
 from verifiers.v1.configs.client import EvalClientConfig
 from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp
 from verifiers.v1.interception import serve_interception
-from verifiers.v1.mcp import serve_tools
+from verifiers.v1.mcp import serve_shared, serve_tools
 from verifiers.v1.runtimes import SubprocessConfig, make_runtime
 from verifiers.v1.session import RolloutSession
 from verifiers.v1.state import state_cls
+from verifiers.v1.utils.decorators import invoke
 
 from rlvr.envs.base import action_text
 from rlvr.envs.tool_calls import CallError
@@ -66,14 +69,17 @@ def _background_loop() -> asyncio.AbstractEventLoop:
 
 
 class ToolsetEpisode:
-    """The toolsets of one task for one episode: started here, stopped by `stop`."""
+    """The toolsets of one task for one episode: started here; `finish` stops the servers for scoring,
+    `stop` the runtime too."""
 
-    def __init__(self, task: vf.Task, timeout: float):
-        self.task, self.timeout = task, timeout
+    def __init__(self, task: vf.Task, timeout: float, shared: dict[str, Any] | None = None):
+        self.task, self.timeout, self.shared = task, timeout, shared or {}
         self.schemas: list[dict[str, Any]] = []
         self._loop = _background_loop()
         self._ready: Future = Future()
+        self._servers_down: Future = Future()
         self._queue: asyncio.Queue | None = None
+        self._release = asyncio.Event()
         self._served = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
         _open.add(self)
         try:
@@ -90,14 +96,18 @@ class ToolsetEpisode:
         session = RolloutSession(ctx=ModelContext(model="rlvr", client=EvalClientConfig(
             base_url="http://127.0.0.1:9/v1", api_key_var="RLVR_UNUSED_KEY")), trace=trace)
         runtime = make_runtime(SubprocessConfig(), name=f"rlvr-{trace.id}")
+        runtime.env = dict(task.runtime_env())
         try:
             await runtime.start()
+            await runtime.prepare_setup()
+            await invoke(task.setup, {"trace": trace, "runtime": runtime})  # before the servers, as in a rollout
             toolsets = type(task).toolsets(task.config)
             async with AsyncExitStack() as stack:
                 base_url, _, state_secret = await stack.enter_async_context(
-                    serve_interception(None, runtime, session, toolsets, {}))
+                    serve_interception(None, runtime, session, toolsets, self.shared))
                 urls = await stack.enter_async_context(serve_tools(
-                    toolsets, runtime, state_secret=state_secret, state_route=trace.id, state_base=base_url))
+                    toolsets, runtime, shared=self.shared, state_secret=state_secret, state_route=trace.id,
+                    state_base=base_url))
                 config = {"mcpServers": {name: {"url": url, "timeout": self.timeout} for name, url in urls.items()}}
                 schemas, dispatch, servers = await connect_mcp(config, stack)
                 self._queue = asyncio.Queue()
@@ -109,9 +119,13 @@ class ToolsetEpisode:
                                                                 self.timeout))
                     except Exception as exc:  # noqa: BLE001  (handed to the caller as the toolset's failure)
                         reply.set_exception(exc)
+            # Servers down, runtime up: finalize and the rewards run on it (`finish`), then `stop`.
+            self._servers_down.set_result((trace.state.model_copy(deep=True), str(runtime.workdir)))
+            await self._release.wait()
         except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
+            for waiting in (self._ready, self._servers_down):
+                if not waiting.done():
+                    waiting.set_exception(exc)
             raise
         finally:
             await runtime.stop()
@@ -131,15 +145,60 @@ class ToolsetEpisode:
             raise ToolUnavailable(f"tool {name} failed in its server: {type(cause).__name__}: {cause}"[:500]) from exc
         return content if isinstance(content, str) else json.dumps(content)
 
+    def finish(self) -> tuple[Any, str]:
+        """Stop the servers and the interception; (the trace state they left, the runtime's work folder),
+        the runtime still up for scoring. Raises when the episode's servers or runtime failed."""
+        if self._queue is not None and not self._served.done():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+        return self._servers_down.result(timeout=STOP_TIMEOUT)
+
     def stop(self) -> None:
         """Stop the servers and the runtime (their processes reaped) and wait for it."""
         if self._queue is not None and not self._served.done():
             self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+            self._loop.call_soon_threadsafe(self._release.set)
         elif not self._served.done():
             self._loop.call_soon_threadsafe(self._served.cancel)
         try:
             self._served.result(timeout=STOP_TIMEOUT)
         except BaseException:  # noqa: BLE001  (its failure is already the episode's; stopping goes on)
+            pass
+        _open.discard(self)
+
+
+class SharedToolsets:
+    """A taskset's shared toolsets, started once with verifiers' `serve_shared` and held until `stop`."""
+
+    def __init__(self, toolsets: list):
+        self._loop = _background_loop()
+        self._ready: Future = Future()
+        self._release = asyncio.Event()
+        self._served = asyncio.run_coroutine_threadsafe(self._serve(toolsets), self._loop)
+        _open.add(self)
+        try:
+            self.servers: dict[str, Any] = self._ready.result(timeout=STARTUP_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _serve(self, toolsets: list) -> None:
+        try:
+            async with serve_shared(toolsets) as servers:
+                self._ready.set_result(servers)
+                await self._release.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+            raise
+
+    def stop(self) -> None:
+        if self._ready.done():
+            self._loop.call_soon_threadsafe(self._release.set)
+        else:
+            self._loop.call_soon_threadsafe(self._served.cancel)
+        try:
+            self._served.result(timeout=STOP_TIMEOUT)
+        except BaseException:  # noqa: BLE001  (a failed start is already the episode's error)
             pass
         _open.discard(self)
 
@@ -173,6 +232,7 @@ class VerifiersToolEnv(ToolEnv):
                          max_tool_calls=max_tool_calls, **options)
         self.call_timeout = float(tool_timeout)
         self._toolsets: ToolsetEpisode | None = None
+        self._shared: SharedToolsets | None = None
         self._failure: str | None = None
         self._turns: list[dict[str, Any]] = []
 
@@ -181,7 +241,10 @@ class VerifiersToolEnv(ToolEnv):
         observation, info = super().reset(seed=seed, options=options)
         self._failure, self._turns, self.tools = None, [], {}
         try:
-            self._toolsets = ToolsetEpisode(self.source.tasks[self._index], self.call_timeout)
+            if self.source.shared_toolsets and self._shared is None:
+                self._shared = SharedToolsets(self.source.shared_toolsets)
+            shared = self._shared.servers if self._shared is not None else None
+            self._toolsets = ToolsetEpisode(self.source.tasks[self._index], self.call_timeout, shared)
         except Exception as exc:  # noqa: BLE001  (the first step ends the episode as an error)
             self._failure = f"the toolset did not start: {type(exc).__name__}: {exc}"[:500]
         else:
@@ -204,14 +267,22 @@ class VerifiersToolEnv(ToolEnv):
 
     def close(self) -> None:
         self._stop_toolsets()
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.stop()
         super().close()
 
     def scoring_inputs(self):
-        """The final answer is scored on the whole episode: the rubric builds the verifiers trace of it."""
+        """The final answer is scored on the whole episode: the rubric builds the verifiers trace of it, with
+        the trace state, and runs finalize and the rewards on the episode's runtime (its servers stopped)."""
         reward, reference, fields = super().scoring_inputs()
         self._record_turn()
         fields["vf_turns"] = list(self._turns)
         fields["vf_tools"] = self.tool_schemas
+        try:
+            fields["vf_state"], fields["vf_runtime"] = self._toolsets.finish()
+        except Exception:  # noqa: BLE001  (no runtime to score on: the rubric reports the episode as an error)
+            fields["vf_state"], fields["vf_runtime"] = None, ""
         return reward, reference, fields
 
     def _record_turn(self) -> None:
@@ -238,4 +309,4 @@ class VerifiersToolEnv(ToolEnv):
             toolsets.stop()
 
 
-__all__ = ["ToolsetEpisode", "VerifiersToolEnv"]
+__all__ = ["SharedToolsets", "ToolsetEpisode", "VerifiersToolEnv"]
