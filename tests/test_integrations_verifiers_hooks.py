@@ -23,12 +23,20 @@ WRONG = {"answered": 0.0, "prepared": 1.0}  # setup ran; the reply finalize left
 
 
 @pytest.fixture
-def hooks(monkeypatch):
-    """vf_hooks importable by the tool servers (they inherit the environment); nothing left behind after."""
+def make(monkeypatch):
+    """`gym.make` of vf_hooks, importable by the tool servers (they inherit the environment); after the test
+    the envs are closed and nothing may be left behind."""
     tests = str(Path(__file__).parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
-    before = _runtime_dirs()
-    yield
+    before, envs = _runtime_dirs(), []
+
+    def make(limit, **kwargs):
+        envs.append(gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=limit, **kwargs))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
     assert _servers() == [] and _runtime_dirs() <= before  # no server running, every runtime torn down
 
 
@@ -59,8 +67,8 @@ def _rewards(info):
     return info["score"]["info"]["correct"]["rewards"]
 
 
-def test_a_single_turn_task_runs_its_setup_finalize_and_runtime_rewards(hooks):
-    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=2)
+def test_a_single_turn_task_runs_its_setup_finalize_and_runtime_rewards(make):
+    env = make(2)
     for index, task in enumerate(env.unwrapped.source.tasks):
         word = task.data.word
         env.reset(options={"index": index})
@@ -81,8 +89,8 @@ def test_tasks_rlvr_cannot_run_as_verifiers_would_are_refused_by_name():
         gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=1, options={"refuse": "stop"})
 
 
-def test_a_tool_episode_runs_setup_before_its_servers_and_finalize_and_rewards_on_its_runtime(hooks):
-    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=1, options={"task": {"notes": True}})
+def test_a_tool_episode_runs_setup_before_its_servers_and_finalize_and_rewards_on_its_runtime(make):
+    env = make(1, options={"task": {"notes": True}})
     word = env.unwrapped.source.tasks[0].data.word
     for answer, total, rewards in ((f"It says {word}.", 1.0, FULL), ("It says nothing.", 0.25, WRONG)):
         _, info = env.reset(options={"index": 0})
@@ -92,11 +100,10 @@ def test_a_tool_episode_runs_setup_before_its_servers_and_finalize_and_rewards_o
         _, reward, done, _, info = env.step(answer)
         assert done and reward == total and _rewards(info) == rewards
         assert _servers() == []
-    env.close()
 
 
-def test_shared_toolsets_start_once_per_env_serve_every_episode_and_stop_at_close(hooks):
-    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=2, options={"shared": True})
+def test_shared_toolsets_start_once_per_env_serve_every_episode_and_stop_at_close(make):
+    env = make(2, options={"shared": True})
     replies = []
     for index in (0, 1):
         _, info = env.reset(options={"index": index})
@@ -111,9 +118,8 @@ def test_shared_toolsets_start_once_per_env_serve_every_episode_and_stop_at_clos
     assert _servers() == []
 
 
-def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(hooks):
-    env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=1, tool_timeout=3,
-                         options={"task": {"nap": True}})
+def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(make):
+    env = make(1, tool_timeout=3, options={"task": {"nap": True}})
     before = _runtime_dirs()
     env.reset(options={"index": 0})
     assert len(_servers("vf_hooks.nap")) == 1

@@ -24,7 +24,8 @@ endpoint down) is an rlvr `error`, which the trainer leaves out. The env id is `
 taskset with shared toolsets) it is a tool env (`rlvr.integrations.verifiers_tools`) scored on the
 whole trace. Refused at `gym.make`, with the reason: tasks that need a container (`NEEDS_CONTAINER`,
 a task `image`), and `@vf.stop` / `@vf.intercept` hooks (they act on a verifiers harness's model
-calls, which rlvr's loop does not make).
+calls, which rlvr's loop does not make). The per-task stage timeouts (`task.data.timeout`) are not
+applied: the rubric's batch limit bounds a hook or reward that hangs.
 """
 
 from __future__ import annotations
