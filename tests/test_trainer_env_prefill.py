@@ -78,6 +78,33 @@ def test_a_ragged_prefill_equals_token_by_token_and_a_full_re_encode(tiny):
 
 
 @torch.no_grad()
+def test_replies_fed_at_different_steps_keep_the_cache_as_long_as_its_longest_row(tiny):
+    """Rows answered one after another each widen the whole batch by their reply; the masked columns are
+    dropped, so the cache spans the longest row, not the sum of the replies, and the logits are unchanged."""
+    model, tok = tiny
+    gen = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(10, 5000, (k,), generator=gen).tolist() for k in (4, 7, 6)]
+    replies = [torch.randint(10, 5000, (k,), generator=gen).tolist() for k in (20, 30, 25)]
+    cache, _, mask, next_pos = prefill_prompts(model, prompts, 1, tok.pad_token_id, "cpu")
+    logits, mask, next_pos = _step(model, cache, mask, next_pos, [11, 12, 13])
+    history = [list(p) + [t] for p, t in zip(prompts, [11, 12, 13])]
+    for row in range(3):  # one reply a step, each to another row
+        fed, mask, next_pos = feed_rows(model, cache, mask, next_pos, [row], [replies[row]], tok.pad_token_id)
+        history[row] += replies[row]
+        logits[row] = fed[0]
+        chosen = [30 + row, 40 + row, 50 + row]
+        for r in range(3):
+            history[r].append(chosen[r])
+        logits, mask, next_pos = _step(model, cache, mask, next_pos, chosen)
+        lengths = [len(h) for h in history]
+        assert mask.sum(-1).tolist() == lengths
+        assert mask.shape[1] == cache.get_seq_length() == max(lengths), (mask.shape, lengths)
+    for row, conversation in enumerate(history):
+        whole = torch.log_softmax(model(input_ids=torch.tensor([conversation])).logits[0, -1], -1)
+        assert (torch.log_softmax(logits[row], -1) - whole).abs().max() < TOL, row
+
+
+@torch.no_grad()
 def test_each_sampled_token_is_drawn_with_its_own_uniform_under_the_full_conversation(tiny):
     """Token k of episode j of a prompt is the inverse-CDF pick of the k-th uniform draw of that prompt's
     generator (env tokens count, as when each took a decoding step), under the distribution of the whole
