@@ -82,6 +82,19 @@ def test_a_single_turn_task_runs_its_setup_finalize_and_runtime_rewards(make):
     assert [reward for reward, _ in scored] == [1.0, 0.25, 1.0]
 
 
+def test_a_hook_that_raises_makes_an_error_episode_never_a_zero(make):
+    for hook in ("setup", "finalize"):
+        env = make(1, options={"task": {"fail": hook}})
+        env.reset(options={"index": 0})
+        _, reward, done, _, info = env.step(env.unwrapped.source.tasks[0].data.word)
+        assert done and reward == 0.0 and info["score"]["reason"] == ERROR  # the trainer leaves it out
+        assert info["score"]["info"]["correct"]["error"] == f"TaskError: task {hook}: RuntimeError: {hook} failed on purpose"
+    env = make(1, options={"task": {"fail": "setup", "notes": True}})  # a tool episode: before its servers
+    env.reset(options={"index": 0})
+    _, reward, _, truncated, info = env.step(_call("notes_read"))
+    assert (reward, truncated, info["ended_by"], info["score"]["reason"]) == (0.0, True, "error", ERROR)
+    assert "TaskError: task setup: RuntimeError: setup failed on purpose" in info["score"]["info"]["toolset"]
+
 def test_tasks_rlvr_cannot_run_as_verifiers_would_are_refused_by_name():
     with pytest.raises(ValueError, match=r"task HooksTask needs a container \(NEEDS_CONTAINER or an image\)"):
         gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=1, options={"refuse": "container"})

@@ -41,6 +41,7 @@ from typing import Any
 
 import verifiers.v1 as vf
 from pydantic import TypeAdapter
+from verifiers.v1.errors import TaskError, boundary
 from verifiers.v1.runtimes import SubprocessConfig, make_runtime
 from verifiers.v1.runtimes.subprocess import SubprocessRuntime
 from verifiers.v1.state import state_cls
@@ -301,9 +302,11 @@ async def _finish(task: vf.Task, reply: str, turns: list | None, tools: list | N
             await runtime.start()
             await runtime.prepare_setup()
             nodes, trace.nodes, trace.root_reply = trace.nodes, trace.nodes[:_prompt_length(task)], None
-            await invoke(task.setup, {"trace": trace, "runtime": runtime})  # before the model's turn, as in vf
+            async with boundary(TaskError, "task setup"):  # before the model's turn, as in a rollout
+                await invoke(task.setup, {"trace": trace, "runtime": runtime})
             trace.nodes, trace.root_reply = nodes, reply
-        await invoke(task.finalize, {"trace": trace, "runtime": runtime})
+        async with boundary(TaskError, "task finalize"):
+            await invoke(task.finalize, {"trace": trace, "runtime": runtime})
         await task.score(trace, runtime)
     finally:
         if workdir is None:

@@ -35,6 +35,7 @@ from typing import Any
 import verifiers.v1 as vf
 from verifiers.v1.clients import ModelContext
 from verifiers.v1.configs.client import EvalClientConfig
+from verifiers.v1.errors import TaskError, boundary
 from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp
 from verifiers.v1.interception import serve_interception
 from verifiers.v1.mcp import serve_shared, serve_tools
@@ -100,7 +101,8 @@ class ToolsetEpisode:
         try:
             await runtime.start()
             await runtime.prepare_setup()
-            await invoke(task.setup, {"trace": trace, "runtime": runtime})  # before the servers, as in a rollout
+            async with boundary(TaskError, "task setup"):  # before the servers, as in a rollout
+                await invoke(task.setup, {"trace": trace, "runtime": runtime})
             toolsets = type(task).toolsets(task.config)
             async with AsyncExitStack() as stack:
                 base_url, _, state_secret = await stack.enter_async_context(
@@ -246,7 +248,7 @@ class VerifiersToolEnv(ToolEnv):
             shared = self._shared.servers if self._shared is not None else None
             self._toolsets = ToolsetEpisode(self.source.tasks[self._index], self.call_timeout, shared)
         except Exception as exc:  # noqa: BLE001  (the first step ends the episode as an error)
-            self._failure = f"the toolset did not start: {type(exc).__name__}: {exc}"[:500]
+            self._failure = f"the task's setup or toolsets did not start: {type(exc).__name__}: {exc}"[:500]
         else:
             self.tools = {s["function"]["name"]: (_Tool(self, s["function"]["name"]), s)
                           for s in self._toolsets.schemas}

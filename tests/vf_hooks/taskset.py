@@ -20,6 +20,8 @@ class HooksTaskConfig(vf.TaskConfig):
     """Give the task the `notes` toolset (reads the note `setup` wrote into the runtime)."""
     nap: bool = False
     """Give the task the slow `nap` toolset."""
+    fail: str | None = None
+    """"setup" or "finalize": that hook raises."""
 
 
 class HooksTask(vf.Task[HooksData, HooksState, HooksTaskConfig]):
@@ -30,10 +32,14 @@ class HooksTask(vf.Task[HooksData, HooksState, HooksTaskConfig]):
         return [NotesToolset(vf.ToolsetConfig(colocated=True))] * config.notes + [NapToolset(vf.ToolsetConfig())] * config.nap
 
     async def setup(self, trace: vf.Trace, runtime) -> None:
+        if self.config.fail == "setup":
+            raise RuntimeError("setup failed on purpose")
         await runtime.write(NOTE, self.data.word.encode())
         trace.state.note = self.data.word
 
     async def finalize(self, trace: vf.Trace, runtime) -> None:
+        if self.config.fail == "finalize":
+            raise RuntimeError("finalize failed on purpose")
         await runtime.write(FINAL, trace.last_reply.encode())
 
     @vf.reward(weight=0.25)
