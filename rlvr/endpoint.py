@@ -31,6 +31,7 @@ from typing import Any
 from rlvr.envs.tool_calls import HermesParser, ToolCall
 from rlvr.envs.tools import with_tool_prompt
 from rlvr.openai_client import API_KEY_ENV, RETRY_STATUS, ChatEndpoint, EndpointError, api_base
+from rlvr.trainer.generator import Session, Turn
 
 
 class ToolWire:
@@ -66,11 +67,9 @@ class ToolWire:
                 messages.append({**m, "tool_call_id": pending.pop(0) if pending else f"call_{calls}"})
             else:
                 messages.append(dict(m))
-        if self.own_format:
-            return with_tool_prompt(messages, self.schemas, self.own_format), {}
-        if self.tool_prompt:
-            messages = with_tool_prompt(messages, self.schemas)
-        return messages, {"tools": self.schemas}
+        if self.own_format or self.tool_prompt:
+            messages = with_tool_prompt(messages, self.schemas, self.own_format)
+        return messages, {} if self.own_format else {"tools": self.schemas}
 
     def reply_text(self, message: dict[str, Any], number: int) -> str:
         """The reply as the env reads it: structured `tool_calls` written in the env's call format."""
@@ -118,9 +117,10 @@ class EndpointGenerator:
         return _EndpointSession(self, batch, settings)
 
 
-class _EndpointSession:
+class _EndpointSession(Session):
     def __init__(self, generator: EndpointGenerator, batch: Any, settings: Any):
-        self.endpoint, self.batch, self.n = generator.endpoint, batch, settings.n
+        super().__init__(batch, settings)
+        self.endpoint = generator.endpoint
         self.params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if settings.greedy else
                        settings.temperature, "top_p": settings.top_p, **generator.params}
         first = [batch.prompts[r // self.n] for r in range(len(batch.envs))]
@@ -139,9 +139,7 @@ class _EndpointSession:
         seed = self.batch.seeds[row // self.n] + row % self.n
         self.pending[self.pool.submit(self.endpoint.message, messages, **self.params, seed=seed, **extra)] = row
 
-    def turns(self) -> list:
-        from rlvr.trainer.generator import Turn
-
+    def turns(self) -> list[Turn]:
         if not self.pending:
             return []
         done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
@@ -160,9 +158,6 @@ class _EndpointSession:
 
     def extend(self, row: int, messages: list[dict[str, Any]], reply_ids: Any) -> None:
         self._send(row, messages)
-
-    def finish(self, row: int) -> None:
-        pass
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rlvr.trainer.generator import Session, Turn
+
 Policy = Callable[[list[list[dict[str, str]]], int], list[list[str]]]
 DEFAULT_GENERATED_ITEMS = 100
 
@@ -74,6 +76,7 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     from rlvr.envs import make
     from rlvr.trainer.episodes import is_multiturn
     from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.groups import tally
     from rlvr.trainer.rollout import rollout
 
     if not isinstance(n, int) or n < 1:
@@ -98,9 +101,7 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
         total = min(total, limit)
     settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=1.0 if temperature is None else temperature,
                                 top_p=top_p, greedy=temperature is None and n == 1, stop_token_ids=tuple(stop_token_ids))
-    sums = dict.fromkeys(ks, 0.0)
-    reward_sum, reasons, samples = 0.0, Counter(), []
-    turns, calls = 0, 0
+    sums, totals, samples = dict.fromkeys(ks, 0.0), Counter(), []
     try:
         with tqdm(total=total, desc=f"eval {env_id}", unit="task", disable=not progress, file=sys.stderr) as bar:
             for start in range(0, total, batch_size):
@@ -108,29 +109,25 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
                 groups = rollout(generator, envs, [{"options": {"index": i}} for i in indices],
                                  [seed * 1_000_003 + i * n for i in indices], settings, indices=indices,
                                  tokenizer=tokenizer)
+                tally(groups, totals)
                 for g in groups:
                     for k in ks:
                         sums[k] += pass_at_k(n, sum(g.correct), k)
-                    for text, reward, info in zip(g.texts, g.rewards, g.infos):
-                        reward_sum += reward
-                        reason = info.get("score", {}).get("reason")
-                        if reason:
-                            reasons[reason] += 1
-                        turns += info.get("turns", 1)
-                        calls += info.get("tool_calls", 0)
-                        if keep_samples:
-                            samples.append(_sample(text, reward, info, reason, multiturn))
+                    if keep_samples:
+                        samples += [_sample(*episode, multiturn) for episode in zip(g.texts, g.rewards, g.infos)]
                 bar.update(len(indices))
     finally:
         for env in envs:
             env.close()
     episodes = total * n if multiturn else 0
-    return EvalResult(env_id, total, n, {k: sums[k] / total for k in ks}, reward_sum / (total * n),
-                      dict(reasons.most_common()), samples, turns / episodes if episodes else None,
-                      calls / episodes if episodes else None)
+    reasons = Counter({k[7:]: v for k, v in totals.items() if k.startswith("reason/") and k != "reason/"})
+    return EvalResult(env_id, total, n, {k: sums[k] / total for k in ks}, totals["reward"] / (total * n),
+                      dict(reasons.most_common()), samples, totals["turns"] / episodes if episodes else None,
+                      totals["tool_calls"] / episodes if episodes else None)
 
 
-def _sample(text: str, reward: float, info: dict[str, Any], reason: str | None, multiturn: bool) -> dict[str, Any]:
+def _sample(text: str, reward: float, info: dict[str, Any], multiturn: bool) -> dict[str, Any]:
+    reason = info.get("score", {}).get("reason")
     out = {"task_id": info.get("task_id"), "completion": text, "reward": reward, "correct": bool(info.get("correct")),
            "reason": reason}
     if multiturn:
@@ -150,46 +147,39 @@ class PolicyGenerator:
         self.policy = policy
 
     def start(self, batch: Any, settings: Any) -> _PolicySession:
-        return _PolicySession(self.policy, batch, settings.n)
+        return _PolicySession(self.policy, batch, settings)
 
 
-class _PolicySession:
-    def __init__(self, policy: Policy, batch: Any, n: int):
-        self.policy, self.batch, self.n = policy, batch, n
-        self.observations = [batch.prompts[r // n] for r in range(len(batch.prompts) * n)]
-        self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+class _PolicySession(Session):
+    def __init__(self, policy: Policy, batch: Any, settings: Any):
+        super().__init__(batch, settings)
+        self.policy = policy
+        self.observations = [batch.prompts[r // self.n] for r in range(len(batch.prompts) * self.n)]
 
-    def _ask(self, prompts: list, n: int) -> list[list[str]]:
-        replies = self.policy(prompts, n)
-        if len(replies) != len(prompts) or any(len(r) != n for r in replies):
-            raise ValueError(f"the policy must return {n} completions for each of the {len(prompts)} prompts")
-        return replies
+    def first(self) -> list[Turn]:
+        if self.batch.multiturn:
+            return self.next(list(range(len(self.observations))))
+        replies = _ask(self.policy, self.batch.prompts, self.n)
+        return [Turn(p * self.n + j, text=text) for p, texts in enumerate(replies) for j, text in enumerate(texts)]
 
-    def turns(self) -> list:
+    def next(self, rows: list[int]) -> list[Turn]:
         from rlvr.envs.tools import with_tool_prompt
-        from rlvr.trainer.generator import Turn
 
-        n = self.n
-        if self.waiting is None and not self.batch.multiturn:
-            self.waiting = []
-            return [Turn(p * n + j, text=text) for p, replies in enumerate(self._ask(self.batch.prompts, n))
-                    for j, text in enumerate(replies)]
-        rows = list(range(len(self.observations))) if self.waiting is None else self.waiting
-        self.waiting = []
         envs = [self.batch.envs[r].unwrapped for r in rows]
-        prompts = [with_tool_prompt(self.observations[r], getattr(env, "tool_schemas", None) or [],
+        prompts = [with_tool_prompt(self.observations[r], getattr(env, "tool_schemas", None),
                                     getattr(env, "tool_prompt", None)) for r, env in zip(rows, envs)]
-        return [Turn(r, text=text) for r, (text,) in zip(rows, self._ask(prompts, 1))]
+        return [Turn(r, text=text) for r, (text,) in zip(rows, _ask(self.policy, prompts, 1))]
 
     def extend(self, row: int, messages: list[dict], reply_ids: Any) -> None:
         self.observations[row] = messages
-        self.waiting.append(row)
+        super().extend(row, messages, reply_ids)
 
-    def finish(self, row: int) -> None:
-        pass
 
-    def close(self) -> None:
-        pass
+def _ask(policy: Policy, prompts: list, n: int) -> list[list[str]]:
+    replies = policy(prompts, n)
+    if len(replies) != len(prompts) or any(len(r) != n for r in replies):
+        raise ValueError(f"the policy must return {n} completions for each of the {len(prompts)} prompts")
+    return replies
 
 
 # --- the command -----------------------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rlvr.trainer.generator import Batch, SamplingSettings, Session, Turn
 from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
 
 
@@ -82,12 +83,10 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
            ) -> list[Sampled]:
     """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit: the first
     turn of every row of a `CarriedSession` (one decoding loop for single turns and whole episodes)."""
-    from rlvr.trainer.generator import Batch, SamplingSettings
-
     settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                 greedy=greedy, stop_token_ids=tuple(eos_token_ids))
-    seeds = list(range(len(prompt_ids)))
-    session = CarriedSession(model, Batch(prompt_ids, seeds, [], False), settings, pad_token_id, generators)
+    batch = Batch(prompt_ids, list(range(len(prompt_ids))), [], False, tokens=[[] for _ in range(len(prompt_ids) * n)])
+    session = CarriedSession(model, batch, settings, pad_token_id, generators)
     turns = {}
     try:
         while len(turns) < len(prompt_ids) * n:
@@ -110,7 +109,7 @@ def eos_ids(tokenizer, model=None) -> list[int]:
     return sorted(i for i in ids if i is not None)
 
 
-class CarriedSession:
+class CarriedSession(Session):
     """Episodes with one KV cache carried across turns (a `generator.Session`); `sample` is its first turn.
 
     Every live row takes one decoding step at a time. A turn ends at an end-of-turn id
@@ -127,19 +126,17 @@ class CarriedSession:
             raise ValueError("n and max_new_tokens must be at least 1")
         if not settings.greedy and (settings.temperature <= 0 or not 0 < settings.top_p <= 1):
             raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
-        self.model, self.batch, self.settings, self.pad = model, batch, settings, pad_token_id
-        self.was_training = model.training
+        super().__init__(batch, settings)
+        self.model, self.pad, self.was_training = model, pad_token_id, model.training
         model.eval()
-        self.n = settings.n
         self.device = next(model.parameters()).device
         self.generators = generators or [torch.Generator().manual_seed(s) for s in batch.seeds]
         with torch.no_grad():
             self.cache, self.logits, self.mask, self.next_pos = prefill_prompts(
                 model, batch.prompts, self.n, pad_token_id, self.device)
         rows = len(batch.prompts) * self.n
-        self.tokens: list[list[int]] = [[] for _ in range(rows)]
-        self.logps: list[list[float]] = [[] for _ in range(rows)]
-        self.turn_start = [0] * rows
+        self.turn_ids: list[list[int]] = [[] for _ in range(rows)]  # each row's turn so far (the loop has the rest)
+        self.turn_logps: list[list[float]] = [[] for _ in range(rows)]
         self.draws: list[list[torch.Tensor]] = [[] for _ in batch.prompts]  # each prompt's uniforms, n per draw
         self.active = torch.arange(rows)  # the original row of each row of the batch
         self.chosen = None  # the last tokens picked, not yet run through the model
@@ -147,18 +144,18 @@ class CarriedSession:
         self.replies: dict[int, list[int]] = {}
 
     def _uniform(self, row: int) -> float:
-        """The uniform number of the row's next token: its prompt's draw number len(tokens)."""
-        p, k = row // self.n, len(self.tokens[row])
+        """The uniform number of the row's next token: its prompt's draw number k, the episode's length so far."""
+        p, k = row // self.n, len(self.batch.tokens[row]) + len(self.turn_ids[row])
         while len(self.draws[p]) <= k:
             self.draws[p].append(torch.rand(self.n, generator=self.generators[p]))
         return float(self.draws[p][k][row % self.n])
 
     def _turn_over(self, row: int, token: int) -> bool:
-        budget, start = self.batch.budget, self.turn_start[row]
-        if token in self.settings.stop_token_ids or len(self.tokens[row]) - start >= self.settings.max_new_tokens or (
-                budget is not None and len(self.tokens[row]) >= budget):
+        turn, budget = self.turn_ids[row], self.batch.budget
+        if token in self.settings.stop_token_ids or len(turn) >= self.settings.max_new_tokens or (
+                budget is not None and len(self.batch.tokens[row]) + len(turn) >= budget):
             return True
-        return self.batch.ends_call is not None and self.batch.ends_call(row, self.tokens[row][start:])
+        return self.batch.ends_call is not None and self.batch.ends_call(row, turn)
 
     def _advance(self) -> None:
         """Drop the ended rows, run the picked tokens through the model, then the env replies as one prefill."""
@@ -185,9 +182,7 @@ class CarriedSession:
             self.logits[replying] = fed
 
     @torch.no_grad()
-    def turns(self) -> list:
-        from rlvr.trainer.generator import Turn
-
+    def turns(self) -> list[Turn]:
         settings = self.settings
         while True:
             if self.chosen is not None:
@@ -203,26 +198,23 @@ class CarriedSession:
             self.chosen = chosen
             ending = []
             for row, tok, lp in zip(self.active.tolist(), chosen.tolist(), logp.tolist()):
-                self.tokens[row].append(tok)
-                self.logps[row].append(lp)
+                self.turn_ids[row].append(tok)
+                self.turn_logps[row].append(lp)
                 if self._turn_over(row, tok):
                     ending.append(row)
             if ending:
-                out = []
-                for row in ending:
-                    start = self.turn_start[row]
-                    ids = self.tokens[row][start:]
-                    cut = len(ids) >= settings.max_new_tokens and ids[-1] not in settings.stop_token_ids
-                    out.append(Turn(row, ids, self.logps[row][start:], truncated=cut))
-                    self.ended.add(row)  # until the loop extends it
-                return out
+                self.ended.update(ending)  # until the loop extends them
+                return [self._turn(row) for row in ending]
+
+    def _turn(self, row: int) -> Turn:
+        ids = self.turn_ids[row]
+        cut = len(ids) >= self.settings.max_new_tokens and ids[-1] not in self.settings.stop_token_ids
+        return Turn(row, ids, self.turn_logps[row], truncated=cut)
 
     def extend(self, row: int, messages, reply_ids) -> None:
         self.ended.discard(row)
         self.replies[row] = list(reply_ids)
-        self.tokens[row] += reply_ids
-        self.logps[row] += [0.0] * len(reply_ids)
-        self.turn_start[row] = len(self.tokens[row])
+        self.turn_ids[row], self.turn_logps[row] = [], []
 
     def finish(self, row: int) -> None:
         self.ended.add(row)

@@ -9,8 +9,9 @@ differ from the trainer's (another precision, another engine) is corrected rathe
 
 The loop runs whole episodes through a session: `start(batch, settings)` opens one for the G
 episodes of each prompt; `turns()` gives finished assistant turns, and the loop answers each with
-`extend` (the env's reply, as messages and as tokens) or `finish`. A generator without `start` (or
-whose `start` returns None) gets `TurnByTurn`: each turn re-submits the episode's ids to `sample`.
+`extend` (the env's reply, as messages and as tokens) or `finish`. The loop alone records each
+episode's tokens (`Batch.tokens`); a session reads them there. A generator without `start` (or whose
+`start` returns None) gets `TurnByTurn`: each turn re-submits the episode's ids to `sample`.
 
 `sync_weights(model)` is called after every optimizer step: a generator that holds its own copy
 of the weights (vLLM) takes the new ones; one that samples with the trainer's model does nothing.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ class Batch:
 
     `prompts` are token ids (token generators) or first messages (message generators). `envs[r]` is
     row r's env. `ends_call(r, ids)` says whether a turn's ids just closed a tool call (the env
-    parser's test). `budget` bounds each row's tokens after the prompt (None: no bound).
+    parser's test). `budget` bounds each row's tokens after the prompt (None: no bound). `tokens[r]`:
+    row r's ids after its prompt so far (sampled and env tokens), the loop's own record of the episode.
     """
 
     prompts: list
@@ -62,6 +64,7 @@ class Batch:
     multiturn: bool
     ends_call: Callable[[int, list[int]], bool] | None = None
     budget: int | None = None
+    tokens: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -78,17 +81,31 @@ class Turn:
     error: str | None = None
 
 
-class Session(Protocol):
+class Session:
+    """What the loop asks of a generator for a batch: `turns()` gives finished turns of some live rows (at
+    least one while any row waits), `extend(row, messages, reply_ids)` hands it the env's answer to row's last
+    turn (the whole conversation, and the reply's tokens for token generators), `finish(row)` ends row's
+    episode. This base asks for the turns of every waiting row at once: `first()`, then `next(rows)`."""
+
+    def __init__(self, batch: Batch, settings: SamplingSettings):
+        self.batch, self.settings, self.n = batch, settings, settings.n
+        self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+
     def turns(self) -> list[Turn]:
-        """Finished turns of some live rows (at least one while any row waits for its turn)."""
+        if self.waiting is None:
+            self.waiting = []
+            return self.first()
+        rows, self.waiting = self.waiting, []
+        return self.next(rows)
 
     def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
-        """The env answered row's last turn: the whole conversation, and the reply's tokens (token generators)."""
+        self.waiting.append(row)
 
     def finish(self, row: int) -> None:
-        """Row's episode is over."""
+        pass
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        pass
 
 
 class Generator(Protocol):
@@ -113,48 +130,45 @@ def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
     return session if session is not None else TurnByTurn(generator, batch, settings)
 
 
-class TurnByTurn:
+class TurnByTurn(Session):
     """A session for a generator that only samples: the first turns of a prompt's n episodes are one
     `sample` call (n completions, the prompt's seed), each later turn re-submits the episode's whole ids
-    (prefix caching makes that cheap in vLLM) with a seed of (prompt seed, episode, turn). The ids
-    re-submitted are the ids sampled and the env's tokens: nothing is re-tokenized."""
+    as the loop recorded them (`batch.tokens`; prefix caching makes that cheap in vLLM) with a seed of
+    (prompt seed, episode, turn). The ids re-submitted are the ids sampled and the env's tokens: nothing is
+    re-tokenized."""
 
     def __init__(self, generator, batch: Batch, settings: SamplingSettings):
-        self.generator, self.batch, self.settings = generator, batch, settings
-        self.ids = [[] for _ in range(len(batch.prompts) * settings.n)]  # each row's ids after its prompt
-        self.turn = [0] * len(self.ids)
-        self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+        super().__init__(batch, settings)
+        self.generator = generator
+        self.turn = [0] * (len(batch.prompts) * settings.n)  # each row's turns so far
 
-    def _limit(self, row: int) -> int:
-        left = self.settings.max_new_tokens if self.batch.budget is None else self.batch.budget - len(self.ids[row])
-        return min(self.settings.max_new_tokens, left)
+    def _limit(self, used: int) -> int:
+        """The turn's token limit, after `used` tokens of the episode."""
+        budget = self.batch.budget
+        return self.settings.max_new_tokens if budget is None else min(self.settings.max_new_tokens, budget - used)
 
-    def turns(self) -> list[Turn]:
-        n = self.settings.n
-        if self.waiting is None:
-            self.waiting = []
-            sampled = self.generator.sample(self.batch.prompts, replace(self.settings, max_new_tokens=self._limit(0)),
-                                            self.batch.seeds)
-            out = [Turn(p * n + j, ids, lps, truncated=cut)
-                   for p, s in enumerate(sampled)
-                   for j, (ids, lps, cut) in enumerate(zip(s.completion_ids, s.logprobs, s.truncated))]
-        else:
-            out, by_limit = [], {}
-            for row in self.waiting:
-                by_limit.setdefault(self._limit(row), []).append(row)
-            self.waiting = []
-            for limit, rows in sorted(by_limit.items()):
-                sampled = self.generator.sample(
-                    [self.batch.prompts[r // n] + self.ids[r] for r in rows],
-                    replace(self.settings, n=1, max_new_tokens=limit),
-                    [turn_seed(self.batch.seeds[r // n], r % n, self.turn[r]) for r in rows])
-                out += [Turn(r, s.completion_ids[0], s.logprobs[0], truncated=s.truncated[0])
-                        for r, s in zip(rows, sampled)]
-        for t in out:
+    def first(self) -> list[Turn]:
+        sampled = self.generator.sample(self.batch.prompts, replace(self.settings, max_new_tokens=self._limit(0)),
+                                        self.batch.seeds)
+        return self._took([Turn(p * self.n + j, ids, lps, truncated=cut) for p, s in enumerate(sampled)
+                           for j, (ids, lps, cut) in enumerate(zip(s.completion_ids, s.logprobs, s.truncated))])
+
+    def next(self, rows: list[int]) -> list[Turn]:
+        out, by_limit, n, tokens = [], {}, self.n, self.batch.tokens
+        for row in rows:
+            by_limit.setdefault(self._limit(len(tokens[row])), []).append(row)
+        for limit, group in sorted(by_limit.items()):
+            sampled = self.generator.sample(
+                [self.batch.prompts[r // n] + tokens[r] for r in group], replace(self.settings, n=1, max_new_tokens=limit),
+                [turn_seed(self.batch.seeds[r // n], r % n, self.turn[r]) for r in group])
+            out += [Turn(r, s.completion_ids[0], s.logprobs[0], truncated=s.truncated[0]) for r, s in zip(group, sampled)]
+        return self._took(out)
+
+    def _took(self, turns: list[Turn]) -> list[Turn]:
+        for t in turns:
             self._cut_at_call(t)
-            self.ids[t.row] += t.ids
             self.turn[t.row] += 1
-        return out
+        return turns
 
     def _cut_at_call(self, turn: Turn) -> None:
         """End the turn where its ids first close a tool call: what a stop string would have done, for a
@@ -166,23 +180,13 @@ class TurnByTurn:
                 turn.ids, turn.logps, turn.truncated = turn.ids[:k], turn.logps[:k], False
                 return
 
-    def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
-        self.ids[row] += reply_ids
-        self.waiting.append(row)
-
-    def finish(self, row: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
 
 class LocalGenerator:
     """The KV-cache sampler (trainer/generation.py) on the trainer's own model: nothing to sync.
 
-    Single-turn groups are one `sample` call, as they always were; multi-turn episodes run in
-    `generation.CarriedSession`, one KV cache carried across turns. `sample` stops on token ids only
-    (stop strings are ignored; `TurnByTurn` cuts a turn where the env parser says a call ended)."""
+    The loop's batches run in `generation.CarriedSession`, one KV cache carried across turns (a
+    single-turn group is its first turn: what `sample` gives, as it always did). `sample` stops on token
+    ids only (stop strings are ignored; `TurnByTurn` cuts a turn where the env parser says a call ended)."""
 
     def __init__(self, model, pad_token_id: int):
         self.model, self.pad_token_id = model, pad_token_id
@@ -198,8 +202,6 @@ class LocalGenerator:
                       eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
 
     def start(self, batch: Batch, settings: SamplingSettings):
-        if not batch.multiturn:
-            return None
         from rlvr.trainer.generation import CarriedSession
 
         return CarriedSession(self.model, batch, settings, self.pad_token_id)

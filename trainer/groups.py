@@ -10,6 +10,7 @@ yields the same prompt and the same completions, whichever process or batch it l
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -69,38 +70,40 @@ def prompt_generator(seed: int, index: int, draw: int = 0):
     return torch.Generator().manual_seed(prompt_seed(seed, index, draw))
 
 
+def tally(groups: list[Group], totals: Counter) -> None:
+    """Add every episode's reward, correctness, turns, tool calls, score reason and score parts to `totals`
+    (what `rlvr eval` and the trainer's held-out evaluation report)."""
+    for g in groups:
+        for reward, info in zip(g.rewards, g.infos):
+            correct, calls, score = bool(info.get("correct")), info.get("tool_calls", 0), info.get("score", {})
+            totals.update({"reward": reward, "correct": correct, "turns": info.get("turns", 1), "tool_calls": calls,
+                           "tool_correct": correct and calls > 0, f"reason/{score.get('reason') or ''}": 1,
+                           **{f"part/{name}": float(v) for name, v in score.get("components", {}).items()}})
+
+
 def evaluate(model, tokenizer, env_id: str, env_kwargs: dict, n_prompts: int, *, seed: int,
              max_new_tokens: int, batch: int = 16, max_episode_tokens: int = 512) -> dict:
     """Greedy accuracy and mean reward on prompts seed, seed + 1, ... (the held-out seeds); multi-turn envs
     add mean turns and tool calls, and the share of correct episodes that called a tool."""
-    from rlvr.trainer.episodes import is_error, is_multiturn
+    from rlvr.trainer.episodes import is_multiturn
     from rlvr.trainer.rollout import local_rollout
 
     envs = make_envs(env_id, env_kwargs, min(batch, n_prompts))
     multiturn = bool(envs) and is_multiturn(envs[0])
-    totals = {"correct": 0, "reward": 0.0, "turns": 0, "tool_calls": 0, "tool_correct": 0, "errors": 0}
-    parts: dict[str, float] = {}
+    totals = Counter()
     try:
         for start in range(0, n_prompts, batch):
-            indices = list(range(start, min(start + batch, n_prompts)))
-            for g in local_rollout(model, tokenizer, envs, indices, seed=seed, group_size=1,
-                                   max_new_tokens=max_new_tokens, greedy=True, budget=max_episode_tokens):
-                info = g.infos[0]
-                totals["correct"] += bool(info.get("correct"))
-                totals["reward"] += g.rewards[0]
-                totals["turns"] += info.get("turns", 1)
-                totals["tool_calls"] += info.get("tool_calls", 0)
-                totals["tool_correct"] += bool(info.get("correct")) and info.get("tool_calls", 0) > 0
-                totals["errors"] += is_error(info)
-                for name, value in info.get("score", {}).get("components", {}).items():
-                    parts[name] = parts.get(name, 0.0) + float(value)
+            tally(local_rollout(model, tokenizer, envs, list(range(start, min(start + batch, n_prompts))), seed=seed,
+                                group_size=1, max_new_tokens=max_new_tokens, greedy=True, budget=max_episode_tokens),
+                  totals)
     finally:
         for env in envs:
             env.close()
     n = max(n_prompts, 1)
     result = {"accuracy": totals["correct"] / n, "reward": totals["reward"] / n, "n": n_prompts}
     if not multiturn:
-        return {**result, **{f"reward/{name}": value / n for name, value in sorted(parts.items())}}
+        parts = sorted((k[5:], v / n) for k, v in totals.items() if k.startswith("part/"))
+        return {**result, **{f"reward/{name}": value for name, value in parts}}
     return {**result, "turns_mean": totals["turns"] / n, "tool_calls_mean": totals["tool_calls"] / n,
             "tool_use_among_correct": totals["tool_correct"] / totals["correct"] if totals["correct"] else None,
-            "errors": totals["errors"]}
+            "errors": totals["reason/error"]}

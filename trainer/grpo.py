@@ -29,9 +29,8 @@ import yaml
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn
-from rlvr.trainer.generation import eos_ids
-from rlvr.trainer.generator import LocalGenerator, SamplingSettings
-from rlvr.trainer.groups import Group, evaluate, make_envs, prompt_seed
+from rlvr.trainer.generator import LocalGenerator
+from rlvr.trainer.groups import Group, evaluate, make_envs
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
@@ -41,7 +40,7 @@ from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
 from rlvr.trainer.progress import ProgressBar
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
-from rlvr.trainer.rollout import rollout
+from rlvr.trainer.rollout import local_rollout
 
 EPS = 1e-4
 
@@ -275,10 +274,10 @@ class GRPOTrainer:
             new = []
             with self._gathered():  # every rank enters, one with its groups complete too
                 if need and cfg.generator != "local":
-                    new = self._sample(indices, draws, episodes)
+                    new = self._sample(indices, draws)
                 elif need:  # one region: each weight is cast once for the whole loop
                     with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
-                        new = self._sample(indices, draws, episodes)
+                        new = self._sample(indices, draws)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
             candidates += [g for g in new
@@ -292,13 +291,12 @@ class GRPOTrainer:
         advantages = self._advantages(candidates, groups)
         return groups, list(zip(candidates, advantages))
 
-    def _sample(self, indices: list[int], draws: list[int], episodes: bool) -> list[Group]:
+    def _sample(self, indices: list[int], draws: list[int]) -> list[Group]:
         cfg = self.config
-        settings = SamplingSettings(n=cfg.group_size, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                    top_p=cfg.top_p, stop_token_ids=tuple(eos_ids(self.tokenizer, self.model)))
-        return rollout(self.generator, self.envs, [{"seed": cfg.seed + i} for i in indices],
-                       [prompt_seed(cfg.seed, i, d) for i, d in zip(indices, draws)], settings, indices=indices,
-                       tokenizer=self.tokenizer, budget=cfg.max_episode_tokens, episode_return=cfg.episode_return)
+        return local_rollout(self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
+                             max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                             draws=draws, budget=cfg.max_episode_tokens, episode_return=cfg.episode_return,
+                             generator=self.generator)
 
     def _no_signal(self, group: Group) -> bool:
         if self.config.advantage == "rft":

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlvr.trainer.episodes import _end_marker, bind_tokenizer, call_ended, env_tokens, is_multiturn, render
-from rlvr.trainer.generator import Batch, SamplingSettings, Turn, start
-from rlvr.trainer.groups import Group, score
+from rlvr.trainer.generator import Batch, LocalGenerator, SamplingSettings, Turn, start
+from rlvr.trainer.groups import Group, prompt_seed, score
 
 MAX_TURNS = 32  # a safety bound on envs that never end an episode
 
@@ -47,37 +47,34 @@ class _Episode:
     turn_rewards: list[float] = field(default_factory=list)
     info: dict = field(default_factory=dict)
     observation: list = field(default_factory=list)  # the env's conversation after its last reply
-    reply: list[int] | None = None  # the env's reply tokens, to be appended
+    reply: list[int] | None = None  # the env's last reply as tokens
     truncated: bool = False  # the last turn hit the token limit
     done: bool = False
     cut: bool = False  # stopped by the token budget
     error: str | None = None
 
-
-def _error_info(env, message: str) -> dict:
-    task = getattr(env.unwrapped, "task", None)
-    return {"correct": False, "task_id": getattr(task, "task_id", None), "error": message,
-            "score": {"value": 0.0, "reason": "error", "info": {"error": message}}}
+    def add(self, ids: list[int], logps: list[float], weight: int) -> None:
+        self.tokens += ids
+        self.weights += [weight] * len(ids)
+        self.logps += logps
 
 
 def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, multiturn: bool) -> None:
-    """Record the turn; for multi-turn envs, step the env and set its reply or end the episode."""
+    """Record the turn; for multi-turn envs, step the env and append its reply or end the episode."""
     if turn.error is not None:
-        ep.done, ep.error, ep.info = True, turn.error, _error_info(ep.env, turn.error)
+        task = getattr(ep.env.unwrapped, "task", None)
+        ep.done, ep.error = True, turn.error
+        ep.info = {"correct": False, "task_id": getattr(task, "task_id", None), "error": turn.error,
+                   "score": {"value": 0.0, "reason": "error", "info": {"error": turn.error}}}
         return
     text = turn.text
     if tokenizer is not None:
         text = tokenizer.decode(turn.ids, skip_special_tokens=True)
-        ep.tokens += turn.ids
-        ep.weights += [1] * len(turn.ids)
-        ep.logps += turn.logps
+        ep.add(turn.ids, turn.logps, 1)
     ep.replies.append(text)
     ep.truncated = turn.truncated
-    if not multiturn:
-        ep.done = True
-        return
-    if budget is not None and len(ep.tokens) >= budget:
-        ep.done = ep.cut = True
+    if not multiturn or (budget is not None and len(ep.tokens) >= budget):
+        ep.done, ep.cut = True, multiturn
         return
     messages, reward, terminated, truncated, info = ep.env.step(text)
     ep.turn_ends.append(len(ep.tokens) - 1)
@@ -88,11 +85,11 @@ def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, m
         return
     ep.observation = messages
     if tokenizer is not None:
-        reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn.ids[-1] in eos)
-        if budget is not None and len(ep.tokens) + len(reply) >= budget:
+        ep.reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn.ids[-1] in eos)
+        if budget is not None and len(ep.tokens) + len(ep.reply) >= budget:
             ep.done = ep.cut = True
             return
-        ep.reply = reply
+        ep.add(ep.reply, [0.0] * len(ep.reply), 0)
 
 
 def _outcome(tokenizer, ep: _Episode, episode_return: str) -> tuple[float, dict]:
@@ -128,27 +125,25 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
     """
     n, prompts = settings.n, len(resets)
     multiturn = bool(envs) and is_multiturn(envs[0])
-    need = prompts * n if multiturn else prompts
-    if len(envs) < need:
-        raise ValueError(f"{prompts} prompts{f' x {n} episodes' if multiturn else ''} need {need} envs, got {len(envs)}")
-    envs = envs[:need]
-    per_prompt = envs[::n] if multiturn else envs
+    per = n if multiturn else 1  # envs per prompt: multi-turn episodes each have their own
+    if len(envs) < prompts * per:
+        raise ValueError(f"{prompts} prompts{f' x {n} episodes' if multiturn else ''} need {prompts * per} envs, "
+                         f"got {len(envs)}")
+    envs = envs[:prompts * per]
     if tokenizer is not None:
         bind_tokenizer(envs, tokenizer)
-    chats = [env.reset(**resets[k // n if multiturn else k])[0] for k, env in enumerate(envs)]
-    firsts = chats[::n] if multiturn else chats
-    rows = envs if multiturn else [envs[r // n] for r in range(prompts * n)]
-    ends_call = None
+    firsts = [env.reset(**resets[k // per])[0] for k, env in enumerate(envs)][::per]
+    per_prompt, rows = envs[::per], envs if multiturn else [env for env in envs for _ in range(n)]
     if multiturn:
         settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, _end_marker(envs[0])])))
-        if tokenizer is not None:
-            ends_call = _call_test(tokenizer, rows)
     if tokenizer is not None:
         firsts = [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
                   for chat, env in zip(firsts, per_prompt)]
-    episodes = [_Episode(env, observation=chats[r] if multiturn else []) for r, env in enumerate(rows)]
-    session = start(generator, Batch(firsts, list(seeds), rows, multiturn, ends_call, budget if multiturn else None),
-                    settings)
+    ends_call = _call_test(tokenizer, rows) if multiturn and tokenizer is not None else None
+    episodes = [_Episode(env) for env in rows]
+    batch = Batch(firsts, list(seeds), rows, multiturn, ends_call, budget if multiturn else None,
+                  [ep.tokens for ep in episodes])
+    session = start(generator, batch, settings)
     pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows))))
     try:
         live = len(rows)
@@ -163,13 +158,8 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
                 if ep.done:
                     session.finish(t.row)
                     live -= 1
-                    continue
-                if ep.reply is not None:
-                    ep.tokens += ep.reply
-                    ep.weights += [0] * len(ep.reply)
-                    ep.logps += [0.0] * len(ep.reply)
-                session.extend(t.row, ep.observation, ep.reply)
-                ep.reply = None
+                else:
+                    session.extend(t.row, ep.observation, ep.reply)
     finally:
         session.close()
         pool.shutdown()
@@ -213,14 +203,14 @@ def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, epi
 def local_rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int, group_size: int,
                   max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
                   draws: list[int] | None = None, budget: int | None = None, episode_return: str = "final",
-                  ) -> list[Group]:
-    """`rollout` with the local sampler on `model`, prompt i being env seed `seed + i` (the trainer's prompts)."""
+                  generator=None) -> list[Group]:
+    """`rollout` of the trainer's prompts: prompt i is env seed `seed + i`, sampled from `prompt_seed(seed, i,
+    draw)` by `generator` (default: the local sampler on `model`)."""
     from rlvr.trainer.generation import eos_ids
-    from rlvr.trainer.generator import LocalGenerator
-    from rlvr.trainer.groups import prompt_seed
 
     settings = SamplingSettings(n=group_size, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                 greedy=greedy, stop_token_ids=tuple(eos_ids(tokenizer, model)))
-    return rollout(LocalGenerator(model, tokenizer.pad_token_id), envs, [{"seed": seed + i} for i in indices],
+    return rollout(generator or LocalGenerator(model, tokenizer.pad_token_id), envs,
+                   [{"seed": seed + i} for i in indices],
                    [prompt_seed(seed, i, d) for i, d in zip(indices, draws or [0] * len(indices))], settings,
                    indices=indices, tokenizer=tokenizer, budget=budget, episode_return=episode_return)
