@@ -221,6 +221,20 @@ class _Tool:
         return self.env._toolsets.call(self.name, arguments)
 
 
+class _KeptParses:
+    """The env's parser, keeping what it read of each assistant turn, so the trace's calls are not parsed twice."""
+
+    def __init__(self, parser):
+        self.parser, self.turns = parser, []
+
+    def __call__(self, text: str):
+        self.turns.append(self.parser(text))  # ToolEnv.step parses each assistant turn once
+        return self.turns[-1]
+
+    def __getattr__(self, name: str) -> Any:  # the parser's own API (`describe`, `format_call`)
+        return getattr(self.parser, name)
+
+
 class VerifiersToolEnv(ToolEnv):
     """A tool env over `VerifiersTasks` whose tasks declare toolsets (options as `ToolEnv`'s).
 
@@ -233,6 +247,7 @@ class VerifiersToolEnv(ToolEnv):
         super().__init__(source, tool_timeout=tool_timeout + 30, max_turns=max_turns,
                          max_tool_calls=max_tool_calls, **options)
         self.call_timeout = float(tool_timeout)
+        self.parser = _KeptParses(self.parser)
         self._toolsets: ToolsetEpisode | None = None
         self._shared: SharedToolsets | None = None
         self._failure: str | None = None
@@ -242,6 +257,7 @@ class VerifiersToolEnv(ToolEnv):
         self._stop_toolsets()
         observation, info = super().reset(seed=seed, options=options)
         self._failure, self._turns, self.tools = None, [], {}
+        self.parser.turns = []
         try:
             if self.source.shared_toolsets and self._shared is None:
                 self._shared = SharedToolsets(self.source.shared_toolsets)
@@ -294,8 +310,8 @@ class VerifiersToolEnv(ToolEnv):
         calls: list[str] = []
         for message in new:
             if message["role"] == "assistant":
-                parsed = self.parser(message["content"]).calls
                 turn = len([t for t in self._turns if t["role"] == "assistant"])
+                parsed = self.parser.turns[turn].calls
                 calls = [f"call_{turn}_{k}" for k in range(len(parsed))]
                 tool_calls = [{"id": i, "name": c.name, "arguments": json.dumps(c.arguments)}
                               for i, c in zip(calls, parsed) if not isinstance(c, CallError)]
