@@ -13,6 +13,9 @@ groups, its weight publishing and its training; the worker's sampling + scoring 
     python bench/async_arith.py [--seeds 0,1,2] [--minutes 30] [--address HOST:PORT] [--set key=value ...]
 
 `--address` runs the worker on an existing Ray cluster (e.g. tests/local_ray_cluster.py's two nodes).
+`--trainer-prompts m` lets the async arm's trainer sample the last m of each step's prompts itself, under
+its current weights, while the worker samples the rest (`async.trainer_prompts`): with one core each, the
+trainer's core samples instead of waiting.
 Ends with `RESULT {"seeds": [...], "sync_minutes_to_0.8": [...], "async_minutes_to_0.8": [...],
 "median_time_ratio": ..., "sync_accuracy_after": [...], "async_accuracy_after": [...], ...}`
 (median_time_ratio: the median over seeds where both runs reached 0.8 of async / sync minutes; null
@@ -44,7 +47,8 @@ def train_one(mode: str, seed: int, args) -> dict:
         overrides.append("threads=2")
     else:
         address = f", address: '{args.address}'" if args.address else ""
-        overrides += ["threads=1", f"async={{workers: 1, max_staleness: 1, worker_cpus: 1{address}}}"]
+        overrides += ["threads=1", f"async={{workers: 1, max_staleness: 1, worker_cpus: 1, "
+                                   f"trainer_prompts: {args.trainer_prompts}{address}}}"]
     config = load_config(ROOT / "configs" / "arith-lora-smollm2.yaml", [*overrides, *args.overrides])
     run_dir = Path(args.run_dir) / f"{mode}-seed{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -66,7 +70,8 @@ def train_one(mode: str, seed: int, args) -> dict:
                "load_after": round(os.getloadavg()[0], 2)}
     if mode == "async":
         total = lambda key: round(sum(r[key] for r in records), 1)  # noqa: E731
-        summary["time_s"] = {"trainer_waiting": total("gen_s"), "trainer_publishing": total("sync_s"),
+        summary["time_s"] = {"trainer_waiting": round(total("gen_s") - total("trainer_gen_s"), 1),
+                             "trainer_sampling_scoring": total("trainer_gen_s"), "trainer_publishing": total("sync_s"),
                              "trainer_training": round(total("step_s") - total("gen_s") - total("sync_s"), 1),
                              "worker_sampling_scoring": total("worker_gen_s"), "worker_sampling": total("worker_sample_s"),
                              "worker_scoring": total("worker_score_s"), "worker_loading": total("worker_sync_s")}
@@ -88,6 +93,8 @@ def main() -> None:
     parser.add_argument("--eval-prompts", type=int, default=200)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--address", default=None, help="an existing Ray cluster for the worker")
+    parser.add_argument("--trainer-prompts", type=int, default=0,
+                        help="async arm: prompts of each step's eight the trainer samples itself (async.trainer_prompts)")
     parser.add_argument("--run-dir", default=str(ROOT / "runs" / "async_arith"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
@@ -103,7 +110,7 @@ def main() -> None:
         "async_accuracy_after": [r["accuracy_after"] for r in runs["async"]],
         "sync_steps_per_minute": [r["steps_per_minute"] for r in runs["sync"]],
         "async_steps_per_minute": [r["steps_per_minute"] for r in runs["async"]],
-        "eval_prompts": args.eval_prompts,
+        "eval_prompts": args.eval_prompts, "trainer_prompts": args.trainer_prompts,
     }
     print("RESULT " + json.dumps(result), flush=True)
 

@@ -25,7 +25,8 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 TIMING = {"step_s", "gen_s", "tokens_per_s"}
 ASYNC_ONLY = {"policy_version", "staleness", "stale_dropped", "worker_restarts", "is_ratio_mean", "is_ratio_max",
-              "is_corrected_frac", "sync_s", "worker_sync_s", "worker_gen_s", "worker_sample_s", "worker_score_s"}
+              "is_corrected_frac", "sync_s", "worker_sync_s", "worker_gen_s", "worker_sample_s", "worker_score_s",
+              "trainer_gen_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
            max_new_tokens=8, lr=3e-2, threads=1, progress=False)
 
@@ -114,15 +115,34 @@ def test_too_stale_steps_are_dropped_and_sampled_again(tmp_path, toy_sync):
     same_as_sync(toy_sync, records)
 
 
+def test_trainer_sampling_its_share_keeps_the_sync_run(tmp_path, toy_sync):
+    """trainer_prompts: 1 of 4, k = 0: the trainer samples each step's last prompt itself while the worker
+    samples the first three; the step's prompts, completions, advantages and updates are the synchronous
+    run's. At k = 1 the trainer's share trains on-policy beside the worker's stale three."""
+    config = TrainConfig(**TOY, steps=5, async_={"workers": 1, "max_staleness": 0, "trainer_prompts": 1})
+    records = AsyncGRPOTrainer(config, tmp_path / "k0").train()
+    assert all(r["staleness"] == {"0": 4} for r in records)
+    assert all(r["trainer_gen_s"] > 0 for r in records)
+    same_as_sync(toy_sync, records)
+    config = TrainConfig(**TOY, steps=3, async_={"workers": 1, "max_staleness": 1, "trainer_prompts": 1})
+    records = AsyncGRPOTrainer(config, tmp_path / "k1").train()
+    assert [r["staleness"] for r in records] == [{"0": 4}, {"1": 3, "0": 1}, {"1": 3, "0": 1}]
+    prompts = sorted(s["prompt"] for s in read_jsonl(tmp_path / "k1" / "samples.jsonl"))
+    assert prompts == list(range(3 * TOY["prompts_per_step"]))  # every prompt once
+
+
 def test_async_config_keys():
     """`async:` round-trips through the run's config.yaml under its own name; mistakes are one clear error."""
     from rlvr.trainer.config import from_dict
 
     config = load_config(None, ["async={workers: 2, max_staleness: 0}", "correction=mis"])
-    assert config.async_ == {"workers": 2, "max_staleness": 0, "ahead": 0, "address": None, "worker_cpus": 1}
+    assert config.async_ == {"workers": 2, "max_staleness": 0, "ahead": 0, "address": None, "worker_cpus": 1,
+                             "trainer_prompts": 0}
     assert "async" in config.to_dict() and from_dict(config.to_dict()) == config
     assert load_config(None, []).async_ is None
     for overrides, message in ((["async={worker: 2}"], "unknown async key"), (["async.workers=0"], "workers"),
-                               (["async={}", "replay_fraction=0.5"], "replay"), (["correction=both"], "correction")):
+                               (["async={}", "replay_fraction=0.5"], "replay"), (["correction=both"], "correction"),
+                               (["async={trainer_prompts: 4}", "prompts_per_step=4"], "below prompts_per_step"),
+                               (["async={trainer_prompts: 1}", "refill_rounds=1"], "refill_rounds 0")):
         with pytest.raises(ValueError, match=message):
             load_config(None, overrides)

@@ -19,6 +19,11 @@ Their groups carry the engine's log-probs mu_v of version v, and the loss's one 
 pi_s / mu_v (trainer/loss.py) covers both the s - v versions of staleness and the engine's numerics:
 it is corrected at every staleness, 0 included, as the synchronous trainer corrects vLLM, and never twice.
 
+With `trainer_prompts: m` the trainer samples the last m prompts of each step itself, under its
+current weights (staleness 0), before it waits for the workers' share: on a machine where the trainer
+and a worker each have one core, the trainer's core then samples while it would otherwise wait. The
+step's prompts, seeds and advantages (computed over the whole step) stay those of a synchronous step.
+
 A resumed run starts a new pool at its checkpoint's step: at k = 0 it continues exactly; at k > 0
 the steps that were in flight are sampled again under the checkpoint's weights (same prompts, none
 lost or repeated).
@@ -29,7 +34,7 @@ from __future__ import annotations
 import time
 
 from rlvr.trainer import lora
-from rlvr.trainer.async_workers import WorkerPool
+from rlvr.trainer.async_workers import WorkerPool, step_position
 from rlvr.trainer.grpo import GRPOTrainer
 
 
@@ -44,7 +49,8 @@ class AsyncGRPOTrainer(GRPOTrainer):
         self.pool: WorkerPool | None = None
 
     def _make_generator(self):
-        return None  # the workers sample, each with its own generator
+        # the workers sample, each with its own generator; the trainer too when it samples a share of each step
+        return super()._make_generator() if self.config.async_["trainer_prompts"] else None
 
     def train(self) -> list[dict]:
         self.pool = WorkerPool(self.config)
@@ -63,15 +69,28 @@ class AsyncGRPOTrainer(GRPOTrainer):
         cfg = self.config
         t0 = time.perf_counter()
         lr = self.scheduler.get_last_lr()[0]
+        own = []  # the step's last trainer_prompts prompts, sampled here while the workers finish the rest
+        if cfg.async_["trainer_prompts"]:
+            self.data_position = step_position(cfg, self.step)
+            own, _ = self._collect(slice(cfg.prompts_per_step - cfg.async_["trainer_prompts"], None))
+        own_s = time.perf_counter() - t0
         batch = self.pool.batch(self.step)
         wait_s = time.perf_counter() - t0
-        groups, kept = batch.groups, batch.kept
+        groups, kept = batch.groups + own, batch.kept
+        if own:  # advantages over the whole step, as a synchronous step computes them
+            candidates = [g for g in groups if self._has_signal(g)]
+            kept = list(zip(candidates, self._advantages(candidates, groups)))
         self.env_kwargs, self.data_position, self._replayed = batch.env_kwargs, batch.data_position, 0
         staleness = self.step - batch.version
+        histogram = {str(staleness): len(batch.groups)}
+        if own:
+            histogram["0"] = histogram.get("0", 0) + len(own)
         self.correct_sampler = self.sampler_differs or staleness > 0
         self._last_samples = [{"step": self.step + 1, "prompt": g.index, "reward": g.rewards[0], "text": g.texts[0]}
                               for g in groups if g.texts]
         stats = self._optimise(kept, groups)
+        if self.generator is not None:  # the trainer's own sampler, when it holds weights of its own (vLLM)
+            self.generator.sync_weights(self.model)
         self.step += 1
         self.pool.publish(self.step, self._weights())
         step_s = time.perf_counter() - t0
@@ -79,7 +98,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
         tokens = stats["is_tokens"]
         record.update({
             "policy_version": batch.version,
-            "staleness": {str(staleness): len(groups)},  # groups trained by versions behind
+            "staleness": histogram,  # groups trained by versions behind
             "stale_dropped": self.pool.take_dropped(),
             "worker_restarts": self.pool.restarts,  # since this trainer started
             "is_ratio_mean": stats["is_ratio_sum"] / tokens if tokens else None,
@@ -90,5 +109,6 @@ class AsyncGRPOTrainer(GRPOTrainer):
             "worker_gen_s": batch.gen_s,  # the worker sampling and scoring this step
             "worker_sample_s": batch.sample_s,  # of which inside its generator
             "worker_score_s": batch.gen_s - batch.sample_s,  # and the rest: envs, tools, scoring, advantages
+            "trainer_gen_s": own_s,  # the trainer sampling and scoring its own prompts (trainer_prompts)
         })
         return record

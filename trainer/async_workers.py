@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULTS = {"workers": 1, "max_staleness": 1, "ahead": None, "address": None, "worker_cpus": 1}
+DEFAULTS = {"workers": 1, "max_staleness": 1, "ahead": None, "address": None, "worker_cpus": 1, "trainer_prompts": 0}
 MAX_RESTARTS = 3  # a step whose worker died this many times in a row ends the run (a worker that cannot start)
 
 
@@ -40,24 +40,34 @@ def check_async(options, config) -> dict | None:
     """The `async:` config section with defaults filled in, or None for a synchronous run.
 
     `ahead` (default `max_staleness`): how many steps sampling may run ahead of training; a larger
-    value than `max_staleness` keeps more workers busy at the price of dropped steps."""
+    value than `max_staleness` keeps more workers busy at the price of dropped steps.
+    `trainer_prompts` (default 0): how many of each step's prompts (the last ones) the trainer samples
+    itself, under its current weights, while the workers finish the rest; on a machine whose cores the
+    trainer and the workers share, it keeps the trainer's core busy while it would wait."""
     if options is None or options is False:
         return None
     if options is True:
         options = {}
     if not isinstance(options, dict):
-        raise ValueError("config: async is a mapping {workers, max_staleness, ahead, address, worker_cpus} or null")
+        raise ValueError("config: async is a mapping {workers, max_staleness, ahead, address, worker_cpus, "
+                         "trainer_prompts} or null")
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
         raise ValueError(f"config: unknown async key(s) {', '.join(unknown)}")
     merged = {**DEFAULTS, **options}
     if merged["ahead"] is None:
         merged["ahead"] = merged["max_staleness"]
-    for key, low in (("workers", 1), ("max_staleness", 0), ("ahead", 0)):
+    for key, low in (("workers", 1), ("max_staleness", 0), ("ahead", 0), ("trainer_prompts", 0)):
         if isinstance(merged[key], bool) or not isinstance(merged[key], int) or merged[key] < low:
             raise ValueError(f"config: async.{key} must be an integer of at least {low}")
     if not (isinstance(merged["worker_cpus"], (int, float)) and merged["worker_cpus"] >= 0):
         raise ValueError("config: async.worker_cpus must be a number of at least 0")
+    if merged["trainer_prompts"] >= config.prompts_per_step:
+        raise ValueError(f"config: async.trainer_prompts must be below prompts_per_step ({config.prompts_per_step}): "
+                         "the workers sample the rest")
+    if merged["trainer_prompts"] and config.refill_rounds:
+        raise ValueError("config: async.trainer_prompts needs refill_rounds 0: a refill round draws on the whole "
+                         "step's groups, which neither side holds alone")
     if config.replay_fraction:
         raise ValueError("config: async runs do not replay prompts (replay_fraction must be 0): a step's replays "
                          "come from the step before, which is not trained yet when the next one is sampled")
@@ -104,6 +114,7 @@ class GenerationWorker:
         self.trainer = GRPOTrainer(cfg, scratch)
         shutil.rmtree(scratch, ignore_errors=True)  # only train() writes there
         self.trainer.generator = self.clock = TimedGenerator(self.trainer.generator)
+        self.part = slice(0, cfg.prompts_per_step - config["async"]["trainer_prompts"])  # the trainer samples the rest
         self.version = -1
 
     def where(self) -> dict:
@@ -124,7 +135,7 @@ class GenerationWorker:
         trainer = self.trainer
         trainer.step, trainer.data_position = step, step_position(trainer.config, step)
         self.clock.seconds = 0.0
-        groups, kept = trainer._collect()
+        groups, kept = trainer._collect(self.part)
         return Rollouts(step, self.version, groups, kept, trainer.env_kwargs, trainer.data_position,
                         gen_s=time.perf_counter() - t1, sample_s=self.clock.seconds, sync_s=t1 - t0,
                         worker=self.where())

@@ -244,8 +244,10 @@ class GRPOTrainer:
                 env.close()
             self.envs, self.env_kwargs = make_envs(self.config.env, kwargs, count), kwargs
 
-    def _collect(self) -> tuple[list[Group], list[tuple[Group, torch.Tensor]]]:
-        """Rolled-out groups of this rank, and those that carry signal with their advantages."""
+    def _collect(self, part: slice | None = None) -> tuple[list[Group], list[tuple[Group, torch.Tensor]]]:
+        """Rolled-out groups of this rank, and those that carry signal with their advantages.
+        `part`: only these of the step's prompts (an async run splits a step between its worker and the
+        trainer; no refill rounds then)."""
         cfg = self.config
         shard = cfg.prompts_per_step // self.world
         self._set_envs(shard)
@@ -266,7 +268,8 @@ class GRPOTrainer:
             if round_ and distributed.max_value(need) == 0:
                 break
             if round_ == 0:
-                mine = prompts[self.rank * shard:(self.rank + 1) * shard]
+                mine = prompts[self.rank * shard:(self.rank + 1) * shard][part or slice(None)]
+                need = len(mine)
             else:  # refills are fresh prompts
                 base = self.data_position + fresh + (round_ - 1) * cfg.prompts_per_step + self.rank * shard
                 mine = [(base + i, 0) for i in range(need)]
@@ -280,8 +283,7 @@ class GRPOTrainer:
                         new = self._sample(indices, draws)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
-            candidates += [g for g in new
-                           if len(g.rewards) > 1 and not (cfg.skip_zero_variance and self._no_signal(g))]
+            candidates += [g for g in new if self._has_signal(g)]
         self.data_position += fresh + cfg.prompts_per_step * cfg.refill_rounds
         if cfg.replay_fraction:  # every rank adds the same prompts: those of the whole step that carried signal
             draw = dict(replays)
@@ -297,6 +299,10 @@ class GRPOTrainer:
                              max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                              draws=draws, budget=cfg.max_episode_tokens, episode_return=cfg.episode_return,
                              generator=self.generator)
+
+    def _has_signal(self, group: Group) -> bool:
+        """Whether the group trains: more than one completion, and not all rewarded alike (when skipped)."""
+        return len(group.rewards) > 1 and not (self.config.skip_zero_variance and self._no_signal(group))
 
     def _no_signal(self, group: Group) -> bool:
         if self.config.advantage == "rft":
