@@ -30,7 +30,7 @@ from typing import Any
 
 from rlvr.envs.tool_calls import HermesParser, ToolCall
 from rlvr.envs.tools import with_tool_prompt
-from rlvr.openai_client import API_KEY_ENV, RETRY_STATUS, ChatEndpoint, EndpointError, api_base
+from rlvr.openai_client import ChatEndpoint, EndpointError, api_base  # noqa: F401  (api_base: importable here too)
 from rlvr.trainer.generator import Session, Turn
 
 
@@ -204,6 +204,3 @@ def run_eval(args: Any, env_kwargs: dict[str, Any], ks: Sequence[int]):
     finally:
         endpoint.close()
 
-
-__all__ = ["API_KEY_ENV", "RETRY_STATUS", "ChatEndpoint", "EndpointError", "EndpointGenerator", "ToolWire", "api_base",
-           "evaluate_endpoint", "run_eval"]

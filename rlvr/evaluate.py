@@ -127,9 +127,8 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
 
 
 def _sample(text: str, reward: float, info: dict[str, Any], multiturn: bool) -> dict[str, Any]:
-    reason = info.get("score", {}).get("reason")
     out = {"task_id": info.get("task_id"), "completion": text, "reward": reward, "correct": bool(info.get("correct")),
-           "reason": reason}
+           "reason": info.get("score", {}).get("reason")}
     if multiturn:
         out.update(turns=info.get("turns", 1), replies=info.get("replies", []), tool_calls=info.get("tool_calls", 0),
                    ended_by=info.get("ended_by"))
@@ -218,11 +217,11 @@ def run(args: argparse.Namespace) -> int:
     env_kwargs = _key_values(args.env_arg, "--env-arg")
     if args.split is not None:
         env_kwargs["split"] = args.split
-    ks = _parse_ks(args.k, args.n)
-    for flag, value in (("--limit", args.limit), ("--batch-size", args.batch_size),
+    for flag, value in (("-n", args.n), ("--limit", args.limit), ("--batch-size", args.batch_size),
                         ("--max-new-tokens", args.max_new_tokens)):
         if value is not None and value < 1:
             raise UsageError(f"rlvr eval: {flag} must be at least 1, got {value}")
+    ks = _parse_ks(args.k, args.n)
     from rlvr.envs import make
 
     make(args.env, **env_kwargs).close()  # a bad id, split or path fails before a model loads
@@ -236,11 +235,7 @@ def run(args: argparse.Namespace) -> int:
 
         result = run_eval(args, env_kwargs, ks)
     else:
-        sampling = {}
-        if args.policy:
-            policy = _load_policy(args.policy)
-        else:
-            policy, sampling = _model_generator(args)
+        policy, sampling = (_load_policy(args.policy), {}) if args.policy else _model_generator(args)
         result = evaluate(args.env, policy, n=args.n, ks=ks, limit=args.limit, batch_size=args.batch_size,
                           env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress,
                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
@@ -282,8 +277,6 @@ def _model_generator(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 def _parse_ks(text: str | None, n: int) -> list[int]:
     from rlvr.cli import UsageError
 
-    if n < 1:
-        raise UsageError(f"rlvr eval: -n must be at least 1, got {n}")
     if text is None:
         return sorted({1, n})
     try:
@@ -296,7 +289,7 @@ def _parse_ks(text: str | None, n: int) -> list[int]:
 
 
 def _load_policy(target: str) -> Policy:
-    import importlib
+    import pkgutil
 
     from rlvr.cli import UsageError
 
@@ -304,10 +297,8 @@ def _load_policy(target: str) -> Policy:
     if not sep or not module_name or not attr:
         raise UsageError(f"rlvr eval: --policy expects MODULE:ATTR, got {target!r}")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
+        obj = pkgutil.resolve_name(target)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise UsageError(f"rlvr eval: cannot load policy {target!r}: {exc}") from None
     if not callable(obj):
         raise UsageError(f"rlvr eval: policy {target!r} is not callable")

@@ -23,31 +23,28 @@ def is_multiturn(env) -> bool:
     return getattr(env.unwrapped, "max_turns", 1) > 1
 
 
-def render(tokenizer, messages: list[dict], env, add_generation_prompt: bool = True) -> str:
-    """`messages` as the model reads them, with `env`'s tools described as its parser wants."""
+def render(tokenizer, messages: list[dict], env) -> str:
+    """`messages` as the model reads them, the assistant turn opened, with `env`'s tools described as its
+    parser wants."""
     from rlvr.envs.tools import render_chat
 
-    unwrapped = getattr(env, "unwrapped", None)
+    unwrapped = env.unwrapped
     return render_chat(tokenizer, messages, getattr(unwrapped, "tool_schemas", None) or None,
-                       add_generation_prompt=add_generation_prompt, tool_prompt=getattr(unwrapped, "tool_prompt", None))
-
-
-def _parser_attr(env, name: str, default):
-    """An attribute of the env's tool-call parser; the Hermes `default` when the env has no parser."""
-    return getattr(getattr(env.unwrapped, "parser", None), name, default)
+                       tool_prompt=getattr(unwrapped, "tool_prompt", None))
 
 
 def call_ended(env):
-    """The env parser's test for a turn that has just closed a tool call (Hermes `</tool_call>` by default)."""
+    """The env parser's test for a turn that has just closed a tool call (Hermes `</tool_call>` by default,
+    as for an env without a parser)."""
     from rlvr.envs.tool_calls import ends_with_call
 
-    return _parser_attr(env, "call_ended", ends_with_call)
+    return getattr(getattr(env.unwrapped, "parser", None), "call_ended", ends_with_call)
 
 
 def _end_marker(env) -> str:
     from rlvr.envs.tool_calls import CLOSE
 
-    return _parser_attr(env, "end_marker", CLOSE)
+    return getattr(getattr(env.unwrapped, "parser", None), "end_marker", CLOSE)
 
 
 def env_tokens(tokenizer, messages: list[dict], env, sampled_eos: bool) -> list[int]:

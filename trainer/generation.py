@@ -34,11 +34,8 @@ class Sampled:
 
 def encode_chats(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
     """Token ids of each chat prompt with the chat template and the assistant turn opened."""
-    out = []
-    for messages in prompts:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return out
+    texts = [tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) for messages in prompts]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
 
 
 def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float):
@@ -80,12 +77,14 @@ def prefill_prompts(model, prompt_ids: list[list[int]], n: int, pad_token_id: in
 def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int = 256,
            temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
            generators: list[torch.Generator] | None = None, eos_token_ids=(), pad_token_id: int = 0,
-           ) -> list[Sampled]:
+           seeds: list[int] | None = None) -> list[Sampled]:
     """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit: the first
-    turn of every row of a `CarriedSession` (one decoding loop for single turns and whole episodes)."""
+    turn of every row of a `CarriedSession` (one decoding loop for single turns and whole episodes).
+    Prompt i draws from `generators[i]`, or from a generator seeded `seeds[i]` (default: i)."""
     settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                 greedy=greedy, stop_token_ids=tuple(eos_token_ids))
-    batch = Batch(prompt_ids, list(range(len(prompt_ids))), [], False, tokens=[[] for _ in range(len(prompt_ids) * n)])
+    seeds = list(range(len(prompt_ids))) if seeds is None else list(seeds)
+    batch = Batch(prompt_ids, seeds, [], False, tokens=[[] for _ in range(len(prompt_ids) * n)])
     session = CarriedSession(model, batch, settings, pad_token_id, generators)
     turns = {}
     try:

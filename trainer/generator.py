@@ -24,10 +24,11 @@ rlvr/endpoint.py). This module does not import torch: `rlvr eval --endpoint` run
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+from rlvr.trainer.groups import prompt_seed
 
 if TYPE_CHECKING:
     from rlvr.trainer.generation import Sampled
@@ -117,12 +118,6 @@ class Generator(Protocol):
         """Take the trainer's current weights (after an optimizer step)."""
 
 
-def turn_seed(seed: int, episode: int, turn: int) -> int:
-    """The seed of turn `turn` (>= 1) of episode `episode` of a prompt seeded `seed` (32 bits: torch's CPU
-    generator reads no more)."""
-    return int.from_bytes(hashlib.blake2b(f"{seed}:{episode}:{turn}".encode(), digest_size=4).digest(), "little")
-
-
 def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
     """The generator's own session for `batch`, or a turn-by-turn one over its `sample`."""
     own = getattr(generator, "start", None)
@@ -133,9 +128,9 @@ def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
 class TurnByTurn(Session):
     """A session for a generator that only samples: the first turns of a prompt's n episodes are one
     `sample` call (n completions, the prompt's seed), each later turn re-submits the episode's whole ids
-    as the loop recorded them (`batch.tokens`; prefix caching makes that cheap in vLLM) with a seed of
-    (prompt seed, episode, turn). The ids re-submitted are the ids sampled and the env's tokens: nothing is
-    re-tokenized."""
+    as the loop recorded them (`batch.tokens`; prefix caching makes that cheap in vLLM) with the seed
+    `groups.prompt_seed(prompt seed, episode, turn)`, a 32-bit hash of the three (turn >= 1). The ids
+    re-submitted are the ids sampled and the env's tokens: nothing is re-tokenized."""
 
     def __init__(self, generator, batch: Batch, settings: SamplingSettings):
         super().__init__(batch, settings)
@@ -160,25 +155,21 @@ class TurnByTurn(Session):
         for limit, group in sorted(by_limit.items()):
             sampled = self.generator.sample(
                 [self.batch.prompts[r // n] + tokens[r] for r in group], replace(self.settings, n=1, max_new_tokens=limit),
-                [turn_seed(self.batch.seeds[r // n], r % n, self.turn[r]) for r in group])
+                [prompt_seed(self.batch.seeds[r // n], r % n, self.turn[r]) for r in group])
             out += [Turn(r, s.completion_ids[0], s.logprobs[0], truncated=s.truncated[0]) for r, s in zip(group, sampled)]
         return self._took(out)
 
     def _took(self, turns: list[Turn]) -> list[Turn]:
+        """Count the rows' turns, and end each turn where its ids first close a tool call: what a stop string
+        would have done, for a generator without them (the tokens after it are dropped, the ones kept are the
+        ones sampled)."""
+        ends_call = self.batch.ends_call
         for t in turns:
-            self._cut_at_call(t)
             self.turn[t.row] += 1
+            cut = next((k for k in range(1, len(t.ids)) if ends_call and ends_call(t.row, t.ids[:k])), None)
+            if cut is not None:
+                t.ids, t.logps, t.truncated = t.ids[:cut], t.logps[:cut], False
         return turns
-
-    def _cut_at_call(self, turn: Turn) -> None:
-        """End the turn where its ids first close a tool call: what a stop string would have done, for a
-        generator without them (the tokens after it are dropped, the ones kept are the ones sampled)."""
-        if self.batch.ends_call is None:
-            return
-        for k in range(1, len(turn.ids)):
-            if self.batch.ends_call(turn.row, turn.ids[:k]):
-                turn.ids, turn.logps, turn.truncated = turn.ids[:k], turn.logps[:k], False
-                return
 
 
 class LocalGenerator:
@@ -192,13 +183,10 @@ class LocalGenerator:
         self.model, self.pad_token_id = model, pad_token_id
 
     def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
-        import torch
-
         from rlvr.trainer.generation import sample
 
         return sample(self.model, prompt_ids, n=settings.n, max_new_tokens=settings.max_new_tokens,
-                      temperature=settings.temperature, top_p=settings.top_p, greedy=settings.greedy,
-                      generators=[torch.Generator().manual_seed(s) for s in seeds],
+                      temperature=settings.temperature, top_p=settings.top_p, greedy=settings.greedy, seeds=seeds,
                       eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
 
     def start(self, batch: Batch, settings: SamplingSettings):

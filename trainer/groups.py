@@ -53,7 +53,8 @@ def score(envs: list, texts: list[list[str]]) -> list[list[tuple[float, dict]]]:
 
 
 def prompt_seed(seed: int, index: int, draw: int = 0) -> int:
-    """The sampling seed of prompt `index`, asked for the `draw`-th time after the first (trainer/replay.py).
+    """The sampling seed of prompt `index`, asked for the `draw`-th time after the first (trainer/replay.py);
+    also the seed of turn `draw` of episode `index` of a prompt seeded `seed` (generator.TurnByTurn).
 
     torch seeds its CPU generator from the low 32 bits only, so a replay's key is hashed into them
     rather than put above them.

@@ -46,10 +46,7 @@ class _Episode:
     turn_ends: list[int] = field(default_factory=list)  # index of each stepped turn's last sampled token
     turn_rewards: list[float] = field(default_factory=list)
     info: dict = field(default_factory=dict)
-    observation: list = field(default_factory=list)  # the env's conversation after its last reply
-    reply: list[int] | None = None  # the env's last reply as tokens
     truncated: bool = False  # the last turn hit the token limit
-    done: bool = False
     cut: bool = False  # stopped by the token budget
     error: str | None = None
 
@@ -59,14 +56,15 @@ class _Episode:
         self.logps += logps
 
 
-def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, multiturn: bool) -> None:
-    """Record the turn; for multi-turn envs, step the env and append its reply or end the episode."""
+def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, multiturn: bool):
+    """Record the turn; for multi-turn envs, step the env. Returns the env's answer to continue the episode
+    with (its conversation, and its reply as tokens for a token generator), or None when the episode is over."""
     if turn.error is not None:
         task = getattr(ep.env.unwrapped, "task", None)
-        ep.done, ep.error = True, turn.error
+        ep.error = turn.error
         ep.info = {"correct": False, "task_id": getattr(task, "task_id", None), "error": turn.error,
                    "score": {"value": 0.0, "reason": "error", "info": {"error": turn.error}}}
-        return
+        return None
     text = turn.text
     if tokenizer is not None:
         text = tokenizer.decode(turn.ids, skip_special_tokens=True)
@@ -74,22 +72,22 @@ def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, m
     ep.replies.append(text)
     ep.truncated = turn.truncated
     if not multiturn or (budget is not None and len(ep.tokens) >= budget):
-        ep.done, ep.cut = True, multiturn
-        return
+        ep.cut = multiturn
+        return None
     messages, reward, terminated, truncated, info = ep.env.step(text)
     ep.turn_ends.append(len(ep.tokens) - 1)
     ep.turn_rewards.append(float(reward))
     ep.info = dict(info)
     if terminated or truncated or len(ep.replies) >= MAX_TURNS:
-        ep.done = True
-        return
-    ep.observation = messages
-    if tokenizer is not None:
-        ep.reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn.ids[-1] in eos)
-        if budget is not None and len(ep.tokens) + len(ep.reply) >= budget:
-            ep.done = ep.cut = True
-            return
-        ep.add(ep.reply, [0.0] * len(ep.reply), 0)
+        return None
+    if tokenizer is None:
+        return messages, None
+    reply = env_tokens(tokenizer, messages, ep.env, sampled_eos=turn.ids[-1] in eos)
+    if budget is not None and len(ep.tokens) + len(reply) >= budget:
+        ep.cut = True
+        return None
+    ep.add(reply, [0.0] * len(reply), 0)
+    return messages, reply
 
 
 def _outcome(tokenizer, ep: _Episode, episode_return: str) -> tuple[float, dict]:
@@ -130,13 +128,12 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
         raise ValueError(f"{prompts} prompts{f' x {n} episodes' if multiturn else ''} need {prompts * per} envs, "
                          f"got {len(envs)}")
     envs = envs[:prompts * per]
-    if tokenizer is not None:
-        bind_tokenizer(envs, tokenizer)
     firsts = [env.reset(**resets[k // per])[0] for k, env in enumerate(envs)][::per]
     per_prompt, rows = envs[::per], envs if multiturn else [env for env in envs for _ in range(n)]
     if multiturn:
         settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, _end_marker(envs[0])])))
     if tokenizer is not None:
+        bind_tokenizer(envs, tokenizer)
         firsts = [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
                   for chat, env in zip(firsts, per_prompt)]
     ends_call = _call_test(tokenizer, rows) if multiturn and tokenizer is not None else None
@@ -151,15 +148,14 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
             turns = session.turns()
             if not turns:
                 raise RuntimeError(f"the generator gave no turn while {live} episodes wait for one")
-            list(pool.map(lambda t: _take(episodes[t.row], t, tokenizer, settings.stop_token_ids, budget, multiturn),
-                          turns))
-            for t in turns:
-                ep = episodes[t.row]
-                if ep.done:
+            answers = list(pool.map(lambda t: _take(episodes[t.row], t, tokenizer, settings.stop_token_ids, budget,
+                                                    multiturn), turns))
+            for t, answer in zip(turns, answers):
+                if answer is None:
                     session.finish(t.row)
                     live -= 1
                 else:
-                    session.extend(t.row, ep.observation, ep.reply)
+                    session.extend(t.row, *answer)
     finally:
         session.close()
         pool.shutdown()
@@ -174,9 +170,8 @@ def _call_test(tokenizer, rows: list):
     tests = [call_ended(env) for env in rows]
 
     def ends_call(row: int, ids: list[int]) -> bool:
-        if not tokenizer.decode(ids[-8:], skip_special_tokens=False).rstrip().endswith(markers[row]):
-            return False
-        return tests[row](tokenizer.decode(ids, skip_special_tokens=False))
+        tail = tokenizer.decode(ids[-8:], skip_special_tokens=False).rstrip()
+        return tail.endswith(markers[row]) and tests[row](tokenizer.decode(ids, skip_special_tokens=False))
 
     return ends_call
 
