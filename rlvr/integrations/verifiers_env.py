@@ -292,18 +292,11 @@ async def _finish(task: vf.Task, reply: str, turns: list | None, tools: list | N
     if workdir == "":
         raise RuntimeError("the episode's toolsets and runtime were down before it was scored")
     trace = _trace(task, reply, turns, tools, state)
-    if workdir is None:
-        runtime = make_runtime(SubprocessConfig(), name=f"rlvr-{trace.id}")
-        runtime.env = dict(task.runtime_env())
-    else:
-        runtime = _episode_runtime(task, workdir)
+    runtime = rollout_runtime(task, f"rlvr-{trace.id}") if workdir is None else _episode_runtime(task, workdir)
     try:
-        if workdir is None:
-            await runtime.start()
-            await runtime.prepare_setup()
+        if workdir is None:  # setup sees the prompt only: it runs before the model's turn in a rollout
             nodes, trace.nodes, trace.root_reply = trace.nodes, trace.nodes[:_prompt_length(task)], None
-            async with boundary(TaskError, "task setup"):  # before the model's turn, as in a rollout
-                await invoke(task.setup, {"trace": trace, "runtime": runtime})
+            await start_rollout(task, trace, runtime)
             trace.nodes, trace.root_reply = nodes, reply
         async with boundary(TaskError, "task finalize"):
             await invoke(task.finalize, {"trace": trace, "runtime": runtime})
@@ -312,6 +305,21 @@ async def _finish(task: vf.Task, reply: str, turns: list | None, tools: list | N
         if workdir is None:
             await runtime.stop()
     return trace
+
+
+def rollout_runtime(task: vf.Task, name: str):
+    """A subprocess runtime for one rollout of `task`, with the task's environment variables."""
+    runtime = make_runtime(SubprocessConfig(), name=name)
+    runtime.env = dict(task.runtime_env())
+    return runtime
+
+
+async def start_rollout(task: vf.Task, trace: vf.Trace, runtime) -> None:
+    """Start the rollout's runtime and run the task's `setup` on it, as verifiers' `Rollout.open` does."""
+    await runtime.start()
+    await runtime.prepare_setup()
+    async with boundary(TaskError, "task setup"):
+        await invoke(task.setup, {"trace": trace, "runtime": runtime})
 
 
 def _episode_runtime(task: vf.Task, workdir: str) -> SubprocessRuntime:

@@ -35,19 +35,17 @@ from typing import Any
 import verifiers.v1 as vf
 from verifiers.v1.clients import ModelContext
 from verifiers.v1.configs.client import EvalClientConfig
-from verifiers.v1.errors import TaskError, boundary
 from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp
 from verifiers.v1.interception import serve_interception
 from verifiers.v1.mcp import serve_shared, serve_tools
-from verifiers.v1.runtimes import SubprocessConfig, make_runtime
 from verifiers.v1.session import RolloutSession
 from verifiers.v1.state import state_cls
-from verifiers.v1.utils.decorators import invoke
 
 from rlvr.envs.base import action_text
 from rlvr.envs.tool_calls import CallError
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
+from rlvr.integrations.verifiers_env import rollout_runtime, start_rollout
 from rlvr.verifiers.core import ERROR, Score
 
 STARTUP_TIMEOUT = 120.0  # seconds for a toolset's servers to come up (a loaded machine starts Python slowly)
@@ -69,25 +67,55 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-class ToolsetEpisode:
+class _Served:
+    """A coroutine (`_serve`) on the background loop that holds what it started until `stop`: it sets
+    `_ready` once up, then waits for `_release`; `stop` releases it (or cancels a start still under way)
+    and waits for its end."""
+
+    def __init__(self):
+        self._loop = _background_loop()
+        self._ready: Future = Future()
+        self._release = asyncio.Event()
+
+    def _start(self) -> Any:
+        """Start serving; what `_serve` made ready (stopped again and raised if it did not start)."""
+        self._served = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
+        _open.add(self)
+        try:
+            return self._ready.result(timeout=STARTUP_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _serve(self) -> None:
+        raise NotImplementedError
+
+    def _wind_down(self) -> None:
+        self._loop.call_soon_threadsafe(self._release.set)
+
+    def stop(self) -> None:
+        """Stop what was started (its processes reaped) and wait for it."""
+        if self._ready.done():
+            self._wind_down()
+        else:
+            self._loop.call_soon_threadsafe(self._served.cancel)
+        try:
+            self._served.result(timeout=STOP_TIMEOUT)
+        except BaseException:  # noqa: BLE001  (a failure is already the episode's error; stopping goes on)
+            pass
+        _open.discard(self)
+
+
+class ToolsetEpisode(_Served):
     """The toolsets of one task for one episode: started here; `finish` stops the servers for scoring,
     `stop` the runtime too."""
 
     def __init__(self, task: vf.Task, timeout: float, shared: dict[str, Any] | None = None):
+        super().__init__()
         self.task, self.timeout, self.shared = task, timeout, shared or {}
-        self.schemas: list[dict[str, Any]] = []
-        self._loop = _background_loop()
-        self._ready: Future = Future()
         self._servers_down: Future = Future()
         self._queue: asyncio.Queue | None = None
-        self._release = asyncio.Event()
-        self._served = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
-        _open.add(self)
-        try:
-            self.schemas = self._ready.result(timeout=STARTUP_TIMEOUT)
-        except BaseException:
-            self.stop()
-            raise
+        self.schemas: list[dict[str, Any]] = self._start()
 
     async def _serve(self) -> None:
         task = self.task
@@ -96,13 +124,9 @@ class ToolsetEpisode:
         # No model turn goes through this interception: it serves the tool servers' /task and /state only.
         session = RolloutSession(ctx=ModelContext(model="rlvr", client=EvalClientConfig(
             base_url="http://127.0.0.1:9/v1", api_key_var="RLVR_UNUSED_KEY")), trace=trace)
-        runtime = make_runtime(SubprocessConfig(), name=f"rlvr-{trace.id}")
-        runtime.env = dict(task.runtime_env())
+        runtime = rollout_runtime(task, f"rlvr-{trace.id}")
         try:
-            await runtime.start()
-            await runtime.prepare_setup()
-            async with boundary(TaskError, "task setup"):  # before the servers, as in a rollout
-                await invoke(task.setup, {"trace": trace, "runtime": runtime})
+            await start_rollout(task, trace, runtime)  # setup before the servers, as in a rollout
             toolsets = type(task).toolsets(task.config)
             async with AsyncExitStack() as stack:
                 base_url, _, state_secret = await stack.enter_async_context(
@@ -154,55 +178,29 @@ class ToolsetEpisode:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
         return self._servers_down.result(timeout=STOP_TIMEOUT)
 
-    def stop(self) -> None:
-        """Stop the servers and the runtime (their processes reaped) and wait for it."""
-        if self._queue is not None and not self._served.done():
+    def _wind_down(self) -> None:  # the servers first (if `finish` did not stop them), then the runtime
+        if self._queue is not None:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
-            self._loop.call_soon_threadsafe(self._release.set)
-        elif not self._served.done():
-            self._loop.call_soon_threadsafe(self._served.cancel)
-        try:
-            self._served.result(timeout=STOP_TIMEOUT)
-        except BaseException:  # noqa: BLE001  (its failure is already the episode's; stopping goes on)
-            pass
-        _open.discard(self)
+        super()._wind_down()
 
 
-class SharedToolsets:
+class SharedToolsets(_Served):
     """A taskset's shared toolsets, started once with verifiers' `serve_shared` and held until `stop`."""
 
     def __init__(self, toolsets: list):
-        self._loop = _background_loop()
-        self._ready: Future = Future()
-        self._release = asyncio.Event()
-        self._served = asyncio.run_coroutine_threadsafe(self._serve(toolsets), self._loop)
-        _open.add(self)
-        try:
-            self.servers: dict[str, Any] = self._ready.result(timeout=STARTUP_TIMEOUT)
-        except BaseException:
-            self.stop()
-            raise
+        super().__init__()
+        self.toolsets = toolsets
+        self.servers: dict[str, Any] = self._start()
 
-    async def _serve(self, toolsets: list) -> None:
+    async def _serve(self) -> None:
         try:
-            async with serve_shared(toolsets) as servers:
+            async with serve_shared(self.toolsets) as servers:
                 self._ready.set_result(servers)
                 await self._release.wait()
         except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(exc)
             raise
-
-    def stop(self) -> None:
-        if self._ready.done():
-            self._loop.call_soon_threadsafe(self._release.set)
-        else:
-            self._loop.call_soon_threadsafe(self._served.cancel)
-        try:
-            self._served.result(timeout=STOP_TIMEOUT)
-        except BaseException:  # noqa: BLE001  (a failed start is already the episode's error)
-            pass
-        _open.discard(self)
 
 
 @atexit.register
