@@ -242,8 +242,7 @@ def run(args: argparse.Namespace) -> int:
                           seed=args.seed, **sampling)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
-            for sample in result.samples:
-                fh.write(json.dumps(sample, ensure_ascii=False) + "\n")
+            fh.writelines(json.dumps(sample, ensure_ascii=False) + "\n" for sample in result.samples)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

@@ -99,12 +99,10 @@ def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int =
                     [t.logps for t in rows[p * n:(p + 1) * n]]) for p, prompt in enumerate(prompt_ids)]
 
 
-def eos_ids(tokenizer, model=None) -> list[int]:
+def eos_ids(tokenizer, model) -> list[int]:
     """Every token id that ends a turn: the tokenizer's EOS and the model's generation EOS ids."""
-    ids = {tokenizer.eos_token_id}
-    if model is not None:
-        extra = getattr(model.generation_config, "eos_token_id", None)
-        ids.update(extra if isinstance(extra, (list, tuple)) else [extra])
+    extra = getattr(model.generation_config, "eos_token_id", None)
+    ids = {tokenizer.eos_token_id, *(extra if isinstance(extra, (list, tuple)) else [extra])}
     return sorted(i for i in ids if i is not None)
 
 
