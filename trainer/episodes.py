@@ -28,7 +28,7 @@ def render(tokenizer, messages: list[dict], env) -> str:
     parser wants."""
     from rlvr.envs.tools import render_chat
 
-    unwrapped = env.unwrapped
+    unwrapped = getattr(env, "unwrapped", None)  # None: a plain chat
     return render_chat(tokenizer, messages, getattr(unwrapped, "tool_schemas", None) or None,
                        tool_prompt=getattr(unwrapped, "tool_prompt", None))
 
