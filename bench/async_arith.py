@@ -5,13 +5,18 @@ Trains configs/arith-lora-smollm2.yaml (two-digit addition, LoRA) at each seed t
 inputs: `sync`, the synchronous trainer with 2 torch threads, and `async`, one generation worker
 (a Ray actor, 1 thread) beside the trainer (1 thread) with max_staleness 1. Each run has
 `--minutes` of training time (max_minutes: held-out evaluations not counted). Greedy accuracy on
-`--eval-prompts` held-out sums is measured before training, every `--eval-every` steps and after.
+`--eval-prompts` held-out sums is measured before training, every `--eval-every` steps and after, on
+copies of the adapters taken at those steps and evaluated once the run is over (an async arm's worker
+would otherwise go on sampling through each untimed evaluation).
 Reports each run's accuracy curve against training minutes, the minutes to 0.8, the final
 accuracy, steps per minute and, for async runs, where the time went: the trainer's waiting for
 groups, its weight publishing and its training; the worker's sampling + scoring and weight loading.
 
     python bench/async_arith.py [--seeds 0,1,2] [--minutes 30] [--address HOST:PORT] [--set key=value ...]
 
+Each seed's sync run is followed by its async run. `--keep` reuses every run already finished
+with the same settings (its summary.json), so the three hours can be spread over several sittings;
+each summary records its load and when it finished.
 `--address` runs the worker on an existing Ray cluster (e.g. tests/local_ray_cluster.py's two nodes).
 `--trainer-prompts m` lets the async arm's trainer sample the last m of each step's prompts itself, under
 its current weights, while the worker samples the rest (`async.trainer_prompts`): with one core each, the
@@ -36,6 +41,29 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = 0.8
 
 
+def evaluated_after_the_run(base):
+    """`base` with its held-out evaluations moved after the run. During training an evaluation only
+    copies the adapters (milliseconds); `evaluate_snapshots` evaluates each copy once the run is over.
+    Evaluated in the run, an async arm's worker samples the next step while the trainer evaluates:
+    work that no timed minute counts and that the sync arm never gets (about one step per evaluation)."""
+    from rlvr.trainer import lora
+
+    class Trainer(base):
+        snapshots: list = []
+
+        def _evaluate(self):
+            state = {k: v.detach().clone() for k, v in lora.adapter_state(self.model).items()}
+            self.snapshots = [*self.snapshots, (self.step, state)]
+
+        def evaluate_snapshots(self) -> None:
+            for step, state in self.snapshots:
+                lora.load_adapter_state(self.model, state)
+                self.step = step
+                super()._evaluate()
+
+    return Trainer
+
+
 def train_one(mode: str, seed: int, args) -> dict:
     from rlvr.trainer.async_grpo import AsyncGRPOTrainer
     from rlvr.trainer.config import load_config
@@ -51,12 +79,20 @@ def train_one(mode: str, seed: int, args) -> dict:
                                    f"trainer_prompts: {args.trainer_prompts}{address}}}"]
     config = load_config(ROOT / "configs" / "arith-lora-smollm2.yaml", [*overrides, *args.overrides])
     run_dir = Path(args.run_dir) / f"{mode}-seed{seed}"
+    settings = {"overrides": [*overrides, *args.overrides], "eval_prompts": args.eval_prompts}
+    done = run_dir / "summary.json"
+    if args.keep and done.exists():
+        summary = json.loads(done.read_text())
+        if summary.get("settings") == settings:
+            print(f"[{mode} seed {seed}] kept from {done}", flush=True)
+            return summary
     shutil.rmtree(run_dir, ignore_errors=True)
     load_before = os.getloadavg()[0]
-    trainer = (AsyncGRPOTrainer if mode == "async" else GRPOTrainer)(config, run_dir)
+    trainer = evaluated_after_the_run(AsyncGRPOTrainer if mode == "async" else GRPOTrainer)(config, run_dir)
     t0 = time.perf_counter()
     records = trainer.train()
     wall = time.perf_counter() - t0
+    trainer.evaluate_snapshots()
     elapsed, minutes_at = 0.0, {0: 0.0}
     for r in records:
         elapsed += r["step_s"] / 60
@@ -67,7 +103,8 @@ def train_one(mode: str, seed: int, args) -> dict:
                "steps_per_minute": round(len(records) / elapsed, 2) if elapsed else None,
                "accuracy_after": curve[-1][1] if curve else None, f"minutes_to_{TARGET}": reached[0] if reached else None,
                "curve": curve, "wall_minutes": round(wall / 60, 2), "load_before": round(load_before, 2),
-               "load_after": round(os.getloadavg()[0], 2)}
+               "load_after": round(os.getloadavg()[0], 2), "finished": time.strftime("%Y-%m-%d %H:%M"),
+               "settings": settings}
     if mode == "async":
         total = lambda key: round(sum(r[key] for r in records), 1)  # noqa: E731
         summary["time_s"] = {"trainer_waiting": round(total("gen_s") - total("trainer_gen_s"), 1),
@@ -97,9 +134,14 @@ def main() -> None:
                         help="async arm: prompts of each step's eight the trainer samples itself (async.trainer_prompts)")
     parser.add_argument("--run-dir", default=str(ROOT / "runs" / "async_arith"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--keep", action="store_true",
+                        help="reuse a run whose summary.json has the same settings (a bench split over several sittings)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs = {mode: [train_one(mode, seed, args) for seed in seeds] for mode in ("sync", "async")}
+    runs = {"sync": [], "async": []}
+    for seed in seeds:  # the two arms of a seed back to back, so that a change in the machine's load hits both
+        for mode in runs:
+            runs[mode].append(train_one(mode, seed, args))
     key = f"minutes_to_{TARGET}"
     ratios = [a[key] / s[key] for s, a in zip(runs["sync"], runs["async"]) if a[key] is not None and s[key]]
     result = {

@@ -100,13 +100,20 @@ def step_position(config, step: int) -> int:
 class GenerationWorker:
     """The Ray actor: a trainer built from the run config, used only to sample and score steps."""
 
-    def __init__(self, config: dict, index: int):
+    def __init__(self, config: dict, index: int, niceness: int = 0):
         import shutil
         import tempfile
 
         from rlvr.trainer.config import from_dict
         from rlvr.trainer.grpo import GRPOTrainer
 
+        # Ray starts workers at nice 15 (raylet's worker_niceness), below the trainer: on shared cores the
+        # trainer, or any other job, would then take the core that sampling, the step's critical path, needs.
+        # Linux sets niceness per thread: this one runs the actor's calls, and the threads it starts inherit it.
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+        except PermissionError:  # raising a priority needs CAP_SYS_NICE: the worker keeps Ray's
+            pass
         # nothing here trains, evaluates or logs: no reference model, no reporters
         cfg = from_dict({**config, "async": None, "beta": 0.0, "eval_prompts": 0, "checkpoint_every": 0,
                          "report_to": [], "progress": False})
@@ -120,7 +127,8 @@ class GenerationWorker:
     def where(self) -> dict:
         import ray
 
-        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
+        return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
+                "niceness": os.getpriority(os.PRIO_PROCESS, 0)}
 
     def collect(self, step: int, version: int, weights: list | None) -> Rollouts:
         """Step `step`'s groups; `weights`: [an object ref of version `version`'s weights], or None to keep
@@ -236,7 +244,8 @@ class WorkerPool:
         import ray
 
         actor = ray.remote(num_cpus=self._cpus, max_restarts=0)(GenerationWorker)
-        return actor.options(scheduling_strategy="SPREAD", runtime_env=self._runtime_env).remote(self._config, index)
+        return actor.options(scheduling_strategy="SPREAD", runtime_env=self._runtime_env).remote(
+            self._config, index, os.getpriority(os.PRIO_PROCESS, 0))
 
     def pids(self) -> list[int]:
         import ray
