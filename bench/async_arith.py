@@ -16,7 +16,9 @@ groups, its weight publishing and its training; the worker's sampling + scoring 
 
 Each seed's sync run is followed by its async run. `--keep` reuses every run already finished
 with the same settings (its summary.json), so the three hours can be spread over several sittings;
-each summary records its load and when it finished.
+each summary records its load, when it finished and the commit it ran. The summaries measured so far
+are kept in bench/results/async_arith/ (only summary.json is tracked there), so that a sitting on a
+fresh machine picks them up: `--keep --run-dir bench/results/async_arith`.
 `--address` runs the worker on an existing Ray cluster (e.g. tests/local_ray_cluster.py's two nodes).
 `--trainer-prompts m` lets the async arm's trainer sample the last m of each step's prompts itself, under
 its current weights, while the worker samples the rest (`async.trainer_prompts`): with one core each, the
@@ -34,6 +36,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -49,11 +52,13 @@ def evaluated_after_the_run(base):
     from rlvr.trainer import lora
 
     class Trainer(base):
-        snapshots: list = []
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.snapshots = []  # (step, adapter copy) of each evaluation step
 
         def _evaluate(self):
             state = {k: v.detach().clone() for k, v in lora.adapter_state(self.model).items()}
-            self.snapshots = [*self.snapshots, (self.step, state)]
+            self.snapshots.append((self.step, state))
 
         def evaluate_snapshots(self) -> None:
             for step, state in self.snapshots:
@@ -64,7 +69,15 @@ def evaluated_after_the_run(base):
     return Trainer
 
 
+def commit() -> str:
+    """The checkout's commit, marked `+changes` when the work tree differs from it."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def train_one(mode: str, seed: int, args) -> dict:
+    import torch
+
     from rlvr.trainer.async_grpo import AsyncGRPOTrainer
     from rlvr.trainer.config import load_config
     from rlvr.trainer.grpo import GRPOTrainer
@@ -92,6 +105,7 @@ def train_one(mode: str, seed: int, args) -> dict:
     t0 = time.perf_counter()
     records = trainer.train()
     wall = time.perf_counter() - t0
+    torch.set_num_threads(2)  # untimed: both arms evaluate their copies on both cores (the async trainer trained on one)
     trainer.evaluate_snapshots()
     elapsed, minutes_at = 0.0, {0: 0.0}
     for r in records:
@@ -104,7 +118,7 @@ def train_one(mode: str, seed: int, args) -> dict:
                "accuracy_after": curve[-1][1] if curve else None, f"minutes_to_{TARGET}": reached[0] if reached else None,
                "curve": curve, "wall_minutes": round(wall / 60, 2), "load_before": round(load_before, 2),
                "load_after": round(os.getloadavg()[0], 2), "finished": time.strftime("%Y-%m-%d %H:%M"),
-               "settings": settings}
+               "commit": commit(), "settings": settings}
     if mode == "async":
         total = lambda key: round(sum(r[key] for r in records), 1)  # noqa: E731
         summary["time_s"] = {"trainer_waiting": round(total("gen_s") - total("trainer_gen_s"), 1),
