@@ -18,7 +18,7 @@ Each seed's sync run is followed by its async run. `--keep` reuses every run alr
 with the same settings (its summary.json), so the three hours can be spread over several sittings;
 each summary records its load, when it finished and the commit it ran. The summaries measured so far
 are kept in bench/results/async_arith/ (only summary.json is tracked there), so that a sitting on a
-fresh machine picks them up: `--keep --run-dir bench/results/async_arith`.
+fresh machine picks them up: `--keep --run-dir bench/results/async_arith` (the two-node runs: async_arith_2node).
 `--address` runs the worker on an existing Ray cluster (e.g. tests/local_ray_cluster.py's two nodes).
 `--trainer-prompts m` lets the async arm's trainer sample the last m of each step's prompts itself, under
 its current weights, while the worker samples the rest (`async.trainer_prompts`): with one core each, the
@@ -102,7 +102,7 @@ def train_one(mode: str, seed: int, args) -> dict:
             print(f"[{mode} seed {seed}] kept from {done}", flush=True)
             return summary
     shutil.rmtree(run_dir, ignore_errors=True)
-    load_before = os.getloadavg()[0]
+    load_before, ran = os.getloadavg()[0], commit()  # the code as the run starts
     trainer = evaluated_after_the_run(AsyncGRPOTrainer if mode == "async" else GRPOTrainer)(config, run_dir)
     t0 = time.perf_counter()
     records = trainer.train()
@@ -120,7 +120,7 @@ def train_one(mode: str, seed: int, args) -> dict:
                "accuracy_after": curve[-1][1] if curve else None, f"minutes_to_{TARGET}": reached[0] if reached else None,
                "curve": curve, "wall_minutes": round(wall / 60, 2), "load_before": round(load_before, 2),
                "load_after": round(os.getloadavg()[0], 2), "finished": time.strftime("%Y-%m-%d %H:%M"),
-               "commit": commit(), "settings": settings}
+               "commit": ran, "settings": settings}
     if mode == "async":
         total = lambda key: round(sum(r[key] for r in records), 1)  # noqa: E731
         summary["time_s"] = {"trainer_waiting": round(total("gen_s") - total("trainer_gen_s"), 1),
