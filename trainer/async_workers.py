@@ -100,7 +100,7 @@ def step_position(config, step: int) -> int:
 class GenerationWorker:
     """The Ray actor: a trainer built from the run config, used only to sample and score steps."""
 
-    def __init__(self, config: dict, index: int, niceness: int = 0):
+    def __init__(self, config: dict, index: int, niceness: int):
         import shutil
         import tempfile
 
