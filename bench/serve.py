@@ -125,13 +125,16 @@ async def run_clients(url: str, batches: dict[str, list[list[dict]]], clients: i
         for kind in batches:  # warm-up, not counted (the code kind starts the sandbox pool)
             await http.post("/score", json={**REQUEST[kind], "items": batches[kind][0]})
 
+        taken = dict.fromkeys(batches, 0)  # each kind's batches in order, each once: the peer scores the same ones
+
         async def client(c: int) -> None:
             nonlocal sent
             for r in range(requests):
                 if time.perf_counter() > deadline:
                     return
                 kind = KINDS[(c + r) % len(KINDS)]
-                items = batches[kind][(c * requests + r) % len(batches[kind])]
+                items = batches[kind][taken[kind] % len(batches[kind])]
+                taken[kind] += 1
                 start = time.perf_counter()
                 try:
                     response = await http.post("/score", json={**REQUEST[kind], "items": items})

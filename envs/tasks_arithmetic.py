@@ -57,7 +57,8 @@ class ArithmeticTasks(Generator):
         expression = str(numbers[0]) + "".join(f" {op} {n}" for op, n in zip(ops, numbers[1:]))
         value, _ = evaluate(expression)
         prompt = f"Compute {expression}. Give the result as an integer in \\boxed{{}}."
-        return prompt, str(value.numerator), {}
+        # `simplified`: the integer itself, as asked; `(623*685)` has the value but is no answer
+        return prompt, str(value.numerator), {"simplified": True}
 
     def _number(self, rng: random.Random) -> int:
         low = 10 ** (self.digits - 1) if self.digits > 1 else 0

@@ -41,7 +41,7 @@ class FractionTasks(Generator):
         value, _ = evaluate(ascii_expr)
         shown = _latex(fractions[0]) + "".join(f" {_SHOWN[op]} {_latex(f)}" for op, f in zip(ops, fractions[1:]))
         prompt = f"Compute ${shown}$. Give the answer as a fraction in lowest terms (or an integer) in \\boxed{{}}."
-        return prompt, _latex(value), {}
+        return prompt, _latex(value), {"simplified": True}  # lowest terms, as asked: no unevaluated sums
 
 
 def _latex(value: Fraction) -> str:

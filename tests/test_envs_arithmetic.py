@@ -81,6 +81,17 @@ def test_step_scores_a_scripted_policy():
     assert reward == 0.0 and info["score"]["reason"] == "no_answer"
 
 
+def test_an_unevaluated_expression_is_no_answer():
+    # The prompt asks for the integer. A tool-learning run found that `(724*913)` earned full
+    # credit (the verifier evaluated it): the question's product, bracketed or rearranged, scores 0.
+    env = make(digits=3, ops="*", require_boxed=False)
+    env.reset(seed=4)
+    gold, (a, b) = env.unwrapped.task.reference, expression(env).split(" * ")
+    completions = [gold, f"\\boxed{{{gold}}}", f"({a}*{b})", f"\\boxed{{{b} \\times {a}}}",
+                   f"({int(a) - 1} + 1) * {b}", f"{int(gold) * 2}/2"]
+    assert [r for r, _ in env.unwrapped.score_group(completions)] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+
+
 def test_require_boxed_off_accepts_an_unboxed_final_answer():
     strict, lenient = make(digits=2), make(digits=2, require_boxed=False)
     strict.reset(seed=2)

@@ -199,3 +199,14 @@ def test_the_math_verifier_accepts_the_gold_answers_and_rejects_altered_ones(env
     results = score_groups(envs, [[f"\\boxed{{{g}}}", f"\\boxed{{{a}}}"] for g, a in zip(golds, altered)])
     assert [row[0][1]["correct"] for row in results] == [True] * 15
     assert [row[1][1]["correct"] for row in results] == [False] * 15
+
+
+def test_fractions_ask_for_lowest_terms_and_get_them():
+    env = gym.make("rlvr/Fractions-v0", difficulty=5)
+    env.reset(seed=2)
+    gold = env.unwrapped.task.reference  # e.g. \\frac{7}{12}
+    num, den = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", gold).groups()[1:] if "frac" in gold else (gold, "1")
+    unreduced = f"\\frac{{{2 * int(num)}}}{{{2 * int(den)}}}"
+    shown = re.search(r"Compute \$(.+)\$\. Give", env.unwrapped.task.prompt).group(1)
+    results = env.unwrapped.score_group([f"\\boxed{{{gold}}}", f"\\boxed{{{unreduced}}}", f"\\boxed{{{shown}}}"])
+    assert [r for r, _ in results] == [1.0, 0.0, 0.0]

@@ -35,7 +35,8 @@ def test_every_gsm8k_test_solution_matches_its_answer_and_a_changed_one_does_not
     rows = _rows("gsm8k", "test.jsonl")
     solutions = [r["answer"] for r in rows]
     references = [s.rpartition("####")[2].strip() for s in solutions]
-    scores = verifier.score_batch(solutions, references)
+    questions = [{"question": r["question"]} for r in rows]  # the echo rule must spare every real solution
+    scores = verifier.score_batch(solutions, references, questions)
     assert [i for i, s in enumerate(scores) if s.value != 1.0] == []
     changed = [re.sub(r"####\s*(\S+)\s*$", lambda m: f"#### {int(m.group(1).replace(',', '')) + 1}", s)
                for s in solutions]
@@ -45,7 +46,8 @@ def test_every_gsm8k_test_solution_matches_its_answer_and_a_changed_one_does_not
 
 def test_every_math500_solution_matches_its_answer(verifier):
     rows = _rows("math500", "test.jsonl")
-    scores = verifier.score_batch([r["solution"] for r in rows], [r["answer"] for r in rows])
+    scores = verifier.score_batch([r["solution"] for r in rows], [r["answer"] for r in rows],
+                                  [{"question": r["problem"]} for r in rows])  # the echo rule spares them all
     failures = [(r["answer"], s.reason, s.info.get("answer")) for r, s in zip(rows, scores) if s.value != 1.0]
     assert failures == []
 

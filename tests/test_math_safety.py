@@ -18,8 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import rlvr.verifiers.math as math_verifier
 from rlvr.verifiers.core import BAD_REFERENCE, REASONS, TIMEOUT
 from rlvr.verifiers.math import MathVerifier, grade
+from rlvr.verifiers.math.pool import get_pool
 
 LIMIT = 0.5
 MARGIN = 1.5  # pipes, process kill and a busy CI machine
@@ -84,12 +86,20 @@ def test_fuzz_fast_grader_never_raises(answer, reference):
 
 
 def test_pathological_input_times_out_within_the_limit(verifier):
+    pool = get_pool(verifier.workers)
+    replaced, cpu = pool.replaced, pool.cpu_seconds
     start = time.monotonic()
     score = verifier.score(PATHOLOGICAL, "5")
     assert time.monotonic() - start < LIMIT + MARGIN
     assert (score.value, score.reason) == (0.0, TIMEOUT)
-    # the killed worker was replaced: the next symbolic check works at once
+    assert pool.replaced == replaced + 1
+    assert pool.cpu_seconds - cpu >= LIMIT  # the killed task's CPU is charged, not lost with its worker
+    # the killed worker was replaced: the next symbolic check works at once, in a worker (not from
+    # the verdict cache, which other tests fill with the same pairs)
+    math_verifier._cache.clear()
+    cpu = pool.cpu_seconds
     assert verifier.score("\\boxed{\\log_2 8}", "3").value == 1.0
+    assert pool.cpu_seconds > cpu
 
 
 def test_sub_second_limit_works_off_the_main_thread():
@@ -160,15 +170,24 @@ THREAD_PAIRS = [
 def test_eight_threads_agree_with_single_threaded_scoring():
     v = MathVerifier(timeout=10.0)  # generous: only agreement is under test here
     v.start()
+    workers = get_pool(v.workers)
     expected = [v.score(c, r).to_dict() for c, r in THREAD_PAIRS]
+    # Each threaded phase starts from an empty verdict cache, so that the threads send their
+    # symbolic checks to the worker pool at once instead of reading the verdicts stored above.
+    math_verifier._cache.clear()
+    runs = workers.cpu_seconds
     jobs = THREAD_PAIRS * 4
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(lambda pair: v.score(*pair).to_dict(), jobs))
+    assert workers.cpu_seconds > runs
     assert [g["score"] for g in got] == [e["score"] for e in expected] * 4
     assert [g["reason"] for g in got] == [e["reason"] for e in expected] * 4
+    math_verifier._cache.clear()
+    runs = workers.cpu_seconds
     with ThreadPoolExecutor(max_workers=8) as pool:
         batches = list(pool.map(lambda _: v.score_batch([c for c, _ in THREAD_PAIRS], [r for _, r in THREAD_PAIRS]),
                                 range(8)))
+    assert workers.cpu_seconds > runs
     for batch in batches:
         assert [s.value for s in batch] == [e["score"] for e in expected]
 

@@ -152,6 +152,8 @@ def test_attacks_score_zero_mbpp_style(verifier):
                                   [{"test_list": MBPP_TESTS}] * len(names))
     got = {n: (s.value, s.info.get("status")) for n, s in zip(names, scores)}
     assert all(value == 0.0 for value, _ in got.values()), got
+    assert all(s.reason is not None for s in scores)
+    assert all(status != "error" for _, status in got.values()), got  # judged, not lost to the infrastructure
 
 
 def test_controls_pass_in_both_styles(verifier):

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -55,8 +56,10 @@ print('reached', reached)"""
 
 def test_code_runs_isolated(tool):
     tool.reset()
-    assert "/work" not in tool("import os\nprint(os.listdir('/'))")
-    assert tool("import os\nos.getuid()") != "0"
+    here = str(Path(__file__).resolve())  # a host file, which the host sees and the tool must not
+    assert Path(here).is_file() and tool(f"import os\nos.path.exists({here!r})") == "False"
+    uid = tool("import os\nos.getuid()")
+    assert uid.isdigit() and uid != "0", uid
     pool = tool.pool()
     hosts = ["127.0.0.1", bridge_gateway(pool._client)]  # the host's loopback, the host seen from a container
     with listening() as (port, received):

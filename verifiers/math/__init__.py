@@ -278,9 +278,21 @@ def _echoes_question(answer: str, reference: str, fields: Mapping[str, Any]) -> 
     if len(a) < 3 or numeric.is_plain_number(a) or a == normalize(reference).replace(" ", ""):
         return None
     q = normalize(question).replace(" ", "")
-    if a in q:
+    bare = _bare(a)
+    if a in q or (_ARITHMETIC.fullmatch(bare) and bare in _bare(q)):
         return "the answer repeats an expression from the question"
     return None
+
+
+_GROUPING = re.compile(r"\\left|\\right|[(){}\[\]]")
+_TIMES = re.compile(r"\\times|\\cdot|\u00d7|\u22c5")
+_ARITHMETIC = re.compile(r"[\d.]+(?:[-+*/^][\d.]+)+")  # numbers joined by operators, nothing else
+
+
+def _bare(expression: str) -> str:
+    """The expression without grouping and with one spelling of times: `(623\\times 685)` is
+    `623*685`, so brackets around the question's arithmetic do not make it an answer."""
+    return _GROUPING.sub("", _TIMES.sub("*", expression))
 
 
 def _from_verdict(verdict: tuple[str, object], info: dict[str, Any]) -> Score:

@@ -158,7 +158,7 @@ class WorkerPool:
         if size < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {size}")
         self.size = size
-        self.cpu_seconds = 0.0  # worker CPU time spent on tasks (for benchmarks)
+        self.cpu_seconds = 0.0  # worker CPU time spent on tasks, a timed-out one at its limit (for benchmarks)
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -254,6 +254,7 @@ class WorkerPool:
                     if now >= deadline:
                         busy.pop(conn)
                         results[index] = ("timeout", None, timeout)
+                        self.cpu_seconds += timeout  # its own count dies with it: charge the whole limit
                         free.append(self._swap(mine, worker))
         finally:
             for worker, _, _ in busy.values():  # interrupted mid-run: these are in an unknown state
