@@ -199,15 +199,15 @@ def main() -> None:
     finally:
         os.unlink(fh.name)
 
-    print(f"\n{'corpus':<18}{'system':<22}{'pairs/cpu-s':>12}{'accuracy':>10}{'FP':>5}{'FN':>5}{'wall s':>8}")
+    print(f"\n{'corpus':<18}{'system':<30}{'pairs/cpu-s':>12}{'accuracy':>10}{'FP':>5}{'FN':>5}{'wall s':>8}")
     for name in corpora:
         for system in SYSTEMS:
             r = results[system][name]
-            print(f"{name:<18}{system:<22}{r['pairs'] / max(r['cpu_s'], 1e-9):>12.1f}{r['correct'] / r['pairs']:>10.4f}"
+            print(f"{name:<18}{system:<30}{r['pairs'] / max(r['cpu_s'], 1e-9):>12.1f}{r['correct'] / r['pairs']:>10.4f}"
                   f"{r['fp']:>5}{r['fn']:>5}{r['wall_s']:>8.2f}")
         for peer in SYSTEMS[1:]:
             ratio = results[peer][name]["cpu_s"] / max(results["rlvr"][name]["cpu_s"], 1e-9)
-            print(f"{name:<18}{'speedup vs ' + peer:<22}{ratio:>12.1f}")
+            print(f"{name:<18}{'speedup vs ' + peer:<30}{ratio:>12.1f}")
 
     def total(system, key):
         return sum(results[system][name][key] for name in corpora)
