@@ -12,14 +12,14 @@ Corpora (built once, scored by both systems in the same run):
 Each system runs in its own fresh process (sympy's caches would favour whichever ran
 second). math-verify runs as people use it: `parse(completion)` and `parse("\\boxed{gold}")`
 with its default configs, then `verify`. rlvr keeps each parsed reference, and the corpora
-repeat references (a few hundred distinct among 500 to 1,000 pairs, as a group of G completions
-shares one), so math-verify also runs with each distinct reference parsed once (`mathverify_cached`,
-in its own process): the speedup against that peer is the headline; the one against the plain
-calls is printed beside it. CPU time counts everything: for rlvr, the
-calling process plus the CPU its worker processes spent on the pairs (a pair that hits the
-5 s limit is charged the whole 5 s: its worker is killed with its CPU count); pool start-up and
-math-verify's first call are excluded for both. rlvr's timed-out pairs are counted and printed.
-Ends with one RESULT line.
+repeat references (a group of G completions shares one), so math-verify also runs, in its own
+process, with each distinct reference parsed once (`mathverify_cached`): the speedup against
+that peer is the headline, the one against plain calls is printed beside it.
+
+CPU time counts everything: for rlvr, the calling process plus the CPU its worker processes
+spent on the pairs (a pair that hits the 5 s limit is charged the whole 5 s, since its killed
+worker's own count is lost; such pairs are counted and printed); pool start-up and
+math-verify's first call are excluded for both. Ends with one RESULT line.
 
     python bench/math_verify.py                 # full run
     python bench/math_verify.py --gsm8k 100 --math500 100
