@@ -284,8 +284,8 @@ def _echoes_question(answer: str, reference: str, fields: Mapping[str, Any]) -> 
     return None
 
 
-_GROUPING = re.compile(r"\\left|\\right|[(){}\[\]]")
-_TIMES = re.compile(r"\\times|\\cdot|\u00d7|\u22c5")
+_GROUPING = re.compile(r"[(){}\[\]]")  # `normalize` has already dropped \left and \right
+_TIMES = re.compile(r"\\times|\\cdot|\u22c5")  # ... and spelled `\u00d7` as \times
 _ARITHMETIC = re.compile(r"[\d.]+(?:[-+*/^][\d.]+)+")  # numbers joined by operators, nothing else
 
 
