@@ -157,6 +157,30 @@ def test_unusable_reference_is_bad_reference(verifier, reference):
         assert (score.value, score.reason) == (0.0, BAD_REFERENCE), (reference, answer, score)
 
 
+
+def test_a_reference_that_ran_out_of_time_is_tried_again_and_under_a_longer_limit():
+    """Parsing a reference in time depends on the limit and the load: a timeout is not cached as a
+    bad reference for good (a verifier with a longer limit must still read it)."""
+    ref = " + ".join(f"\\tan x_{{{i}}} \\cos x_{{{i}}}" for i in range(40))  # about 1 s of sympy parsing
+    for cache in (math_verifier._cache, math_verifier._valid_refs, math_verifier._slow_refs):
+        cache.clear()
+    rushed, patient = MathVerifier(timeout=0.05), MathVerifier(timeout=60.0)
+    rushed.start()
+    workers = get_pool(rushed.workers)
+    for _ in range(math_verifier._REFERENCE_TRIES):  # each batch tries again at this limit
+        cpu = workers.cpu_seconds
+        score = rushed.score("\\boxed{" + ref + "}", ref)
+        assert (score.value, score.reason) == (0.0, BAD_REFERENCE) and "time limit" in score.info["why"]
+        assert workers.cpu_seconds > cpu
+    cpu = workers.cpu_seconds  # then it gives up at this limit: nothing is sent to the workers
+    assert rushed.score("\\boxed{1}", ref).reason == BAD_REFERENCE
+    assert workers.cpu_seconds == cpu
+    score = patient.score("\\boxed{" + ref + "}", ref)
+    assert (score.value, score.reason) == (1.0, None), score.info
+    assert math_verifier._valid_refs[ref] is None and ref not in math_verifier._slow_refs
+    assert rushed.score("\\boxed{" + ref + "}", ref).value == 1.0  # parsed once: good at any limit now
+
+
 THREAD_PAIRS = [
     ("\\boxed{\\sqrt{8}}", "2\\sqrt{2}"), ("\\boxed{\\log_2 8}", "3"), ("\\boxed{\\log_3 9}", "3"),
     ("\\boxed{x^2-1}", "(x-1)(x+1)"), ("\\boxed{\\frac{1}{2}}", "0.5"), ("\\boxed{(1,2)}", "(2,1)"),

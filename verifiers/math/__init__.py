@@ -53,6 +53,8 @@ _CACHE_SIZE = 16384
 _cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
 _cache_lock = threading.Lock()
 _valid_refs: dict[str, str | None] = {}  # reference -> why it is unusable (None: it parses)
+_slow_refs: dict[str, tuple[float, int]] = {}  # reference -> (the longest limit it timed out under, timeouts there)
+_REFERENCE_TRIES = 3  # timeouts at a limit before a reference counts as too slow at that limit
 
 
 class MathVerifier(Verifier):
@@ -97,10 +99,12 @@ class MathVerifier(Verifier):
         """Score many pairs: cheap ones here, the rest in parallel in the worker pool."""
         references, task_fields = align_batch(completions, references, task_fields)
         refs = [_reference_text(r) for r in references]
-        self._check_references([r for r in refs if isinstance(r, str)])
+        unusable = self._check_references([r for r in refs if isinstance(r, str)])
         results: list[Score | None] = []
         waiting: dict[tuple, list[tuple[int, dict]]] = {}
         for i, (completion, ref, fields) in enumerate(zip(completions, refs, task_fields)):
+            if isinstance(ref, str) and ref in unusable:
+                ref = Score(0.0, BAD_REFERENCE, info={"answer": None, "why": unusable[ref]})
             planned = ref if isinstance(ref, Score) else self._plan(completion, ref, fields)
             if isinstance(planned, Score):
                 results.append(planned)
@@ -117,26 +121,43 @@ class MathVerifier(Verifier):
 
     # --- planning: everything that needs no sympy ---------------------------------------
 
-    def _check_references(self, refs: list[str]) -> None:
+    def _check_references(self, refs: list[str]) -> dict[str, str]:
         """Make sure every reference parses before any answer is compared with it: a reference the
-        cheap stages cannot read is parsed once by sympy in a worker, and the verdict is cached."""
-        unknown = list(dict.fromkeys(r for r in refs if r not in _valid_refs and not grader.reference_readable(r)))
-        if not unknown:
-            return
-        verdicts = self._run_symbolic([("reference", r) for r in unknown])
+        cheap stages cannot read is parsed once by sympy in a worker, and the verdict is cached.
+        Returns why each unusable reference of the batch is unusable. Running out of time depends
+        on the limit and the load, so such a reference is unusable for this batch only; it is tried
+        again until it has timed out `_REFERENCE_TRIES` times at the longest limit tried."""
+        unknown = list(dict.fromkeys(r for r in refs if r not in _valid_refs and not self._too_slow(r)
+                                     and not grader.reference_readable(r)))
+        verdicts = self._run_symbolic([("reference", r) for r in unknown]) if unknown else []
+        slow = "the reference could not be parsed within the time limit"
+        bad = {}
         with _cache_lock:
             for ref, (status, value) in zip(unknown, verdicts):
                 if status == "ok":
                     _valid_refs[ref] = None if value else "the reference does not parse"
-                elif status in ("timeout", "guard"):
-                    _valid_refs[ref] = "the reference could not be parsed within the time limit"
-                if len(_valid_refs) > _CACHE_SIZE:
-                    _valid_refs.pop(next(iter(_valid_refs)))
+                    _slow_refs.pop(ref, None)
+                    if len(_valid_refs) > _CACHE_SIZE:
+                        _valid_refs.pop(next(iter(_valid_refs)))
+                elif status == "timeout":
+                    bad[ref] = slow
+                    limit, count = _slow_refs.pop(ref, (0.0, 0))
+                    if self.timeout > limit:
+                        limit, count = self.timeout, 0
+                    _slow_refs[ref] = (limit, count + (limit == self.timeout))
+                    if len(_slow_refs) > _CACHE_SIZE:
+                        _slow_refs.pop(next(iter(_slow_refs)))
+            for ref in refs:
+                why = _valid_refs[ref] if ref in _valid_refs else slow if self._too_slow(ref) else None
+                if why is not None:
+                    bad[ref] = why
+        return bad
+
+    def _too_slow(self, ref: str) -> bool:
+        limit, count = _slow_refs.get(ref, (0.0, 0))
+        return limit >= self.timeout and count >= _REFERENCE_TRIES
 
     def _plan(self, completion: Any, ref: str, fields: Mapping[str, Any]):
-        why_bad = _valid_refs.get(ref)
-        if why_bad is not None:
-            return Score(0.0, BAD_REFERENCE, info={"answer": None, "why": why_bad})
         text = completion_text(completion)
         if not self.strict and _same_text(text, ref, self.prefilled_think):
             return Score(1.0, info={"answer": text.strip(), "source": "whole"})
