@@ -157,7 +157,6 @@ def test_unusable_reference_is_bad_reference(verifier, reference):
         assert (score.value, score.reason) == (0.0, BAD_REFERENCE), (reference, answer, score)
 
 
-
 def test_a_reference_that_ran_out_of_time_is_tried_again_and_under_a_longer_limit():
     """Parsing a reference in time depends on the limit and the load: a timeout is not cached as a
     bad reference for good (a verifier with a longer limit must still read it)."""
