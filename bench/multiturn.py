@@ -90,7 +90,7 @@ def register_tool_env() -> None:
 def measure(name, env_id, kwargs, model, tok, args) -> dict:
     from rlvr.trainer.generation import eos_ids, sample
     from rlvr.trainer.generator import LocalGenerator, SamplingSettings
-    from rlvr.trainer.groups import make_envs, prompt_generator, prompt_seed
+    from rlvr.trainer.groups import make_envs, prompt_seed
     from rlvr.trainer.rollout import local_rollout, rollout
 
     class Resubmit:  # the local sampler behind `sample` only: each turn encodes the episode's ids again
@@ -116,9 +116,8 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
 
         length = round(tokens / n_eps)  # the same total, as single-turn completions of one fixed length
         t0 = time.perf_counter()
-        out = sample(model, [g.prompt_ids for g in groups], n=args.group, max_new_tokens=length,
-                     generators=[prompt_generator(r, i) for i in indices], eos_token_ids=(),
-                     pad_token_id=tok.pad_token_id)
+        out = sample(model, [g.prompt_ids for g in groups], SamplingSettings(n=args.group, max_new_tokens=length),
+                     [prompt_seed(r, i) for i in indices], tok.pad_token_id)
         seconds_single = time.perf_counter() - t0
         single.append(sum(len(c) for s in out for c in s.completion_ids) / seconds_single)
         line = (f"{name} run {r}: multi-turn {tokens} tokens ({sampled} sampled, {turns:.2f} turns and {calls:.2f} "

@@ -24,7 +24,6 @@ which the LLM judge uses without importing envs; it is importable from here too.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -163,44 +162,36 @@ class _EndpointSession(Session):
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, n: int = 1, ks: Sequence[int] = (1,),
-                      limit: int | None = None, env_kwargs: dict[str, Any] | None = None, max_tokens: int = 256,
-                      temperature: float | None = None, top_p: float = 1.0, seed: int = 0,
-                      keep_samples: bool = False, progress: bool = True, tool_prompt: bool = True,
-                      params: dict[str, Any] | None = None):
-    """pass@k of the served model on `env_id`: n episodes per task, `endpoint.max_concurrency` at a time.
+def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, tool_prompt: bool = True,
+                      params: dict[str, Any] | None = None, **kwargs: Any):
+    """pass@k of the served model on `env_id`: `rlvr.evaluate.evaluate` (its keyword arguments: n, ks,
+    limit, max_new_tokens, ...) over an `EndpointGenerator`, `endpoint.max_concurrency` requests at a time.
 
     An episode the server failed (outage, timeout after retries) counts as not correct and
     is reported under the reason `error` (`result.reasons["error"]`).
     """
     from rlvr.evaluate import evaluate
 
-    tasks = max(8, -(-2 * endpoint.max_concurrency // n))  # tasks per batch: enough episodes to keep requests in flight
-    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params), n=n, ks=ks, limit=limit,
-                    batch_size=tasks, env_kwargs=env_kwargs, keep_samples=keep_samples, progress=progress,
-                    max_new_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
+    # tasks per batch: enough episodes to keep requests in flight
+    kwargs.setdefault("batch_size", max(8, -(-2 * endpoint.max_concurrency // kwargs.get("n", 1))))
+    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params), **kwargs)
 
 
-def run_eval(args: Any, env_kwargs: dict[str, Any], ks: Sequence[int]):
-    """`rlvr eval --endpoint URL --model NAME`: check the server answers, then evaluate (one-line errors)."""
+def run_eval(args: Any, options: dict[str, Any]):
+    """`rlvr eval --endpoint URL --model NAME`: check the server answers, then evaluate with `options`
+    (`evaluate`'s keyword arguments; one-line errors)."""
     from rlvr.cli import UsageError
 
     if args.policy or not args.model:
         raise UsageError("rlvr eval: --endpoint URL goes with --model NAME (the served model's name), not --policy")
     if args.concurrency < 1 or args.timeout <= 0:
         raise UsageError("rlvr eval: --concurrency must be at least 1 and --timeout positive")
-    try:
-        endpoint = ChatEndpoint(args.endpoint, args.model, timeout=args.timeout, max_concurrency=args.concurrency)
-    except ValueError as exc:
-        raise UsageError(f"rlvr eval: {exc}") from None
+    endpoint = ChatEndpoint(args.endpoint, args.model, timeout=args.timeout, max_concurrency=args.concurrency)
     try:
         endpoint.check()
     except EndpointError as exc:
         raise UsageError(f"rlvr eval: the endpoint did not answer ({exc})") from None
     try:
-        return evaluate_endpoint(args.env, endpoint, n=args.n, ks=ks, limit=args.limit, env_kwargs=env_kwargs,
-                                 max_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                                 seed=args.seed, keep_samples=bool(args.output), progress=not args.no_progress)
+        return evaluate_endpoint(args.env, endpoint, **options)
     finally:
         endpoint.close()
-

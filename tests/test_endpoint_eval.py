@@ -49,7 +49,7 @@ def test_instruction_env_and_bounded_concurrency(llama_server):
     relay = Relay(llama_server.port)
     try:
         endpoint = ChatEndpoint(relay.url, llama_server.model, max_concurrency=2)
-        result = evaluate_endpoint("rlvr/InstructionFollowing-v0", endpoint, n=2, ks=(1, 2), limit=3, max_tokens=24,
+        result = evaluate_endpoint("rlvr/InstructionFollowing-v0", endpoint, n=2, ks=(1, 2), limit=3, max_new_tokens=24,
                                    temperature=0.7, keep_samples=True, progress=False)
         assert result.items == 3 and len(result.samples) == 6 and "error" not in result.reasons
         assert len(relay.requests) == 6
@@ -104,7 +104,7 @@ def test_structured_tool_calls_from_the_server_run_in_the_env(llama_server):
     try:
         endpoint = ChatEndpoint(relay.url, llama_server.model)
         forced = {"type": "function", "function": {"name": "python"}}
-        result = evaluate_endpoint("rlvr/ToolMath-v0", endpoint, limit=1, max_tokens=48, keep_samples=True,
+        result = evaluate_endpoint("rlvr/ToolMath-v0", endpoint, limit=1, max_new_tokens=48, keep_samples=True,
                                    progress=False, params={"tool_choice": forced},
                                    env_kwargs={"tasks": "arithmetic", "digits": 3, "ops": "*", "max_turns": 2})
         endpoint.close()

@@ -46,6 +46,14 @@ def test_pass_at_k_rejects_impossible_counts():
         pass_at_k(4, 1, 5)
 
 
+@pytest.mark.parametrize("counts,message", [({"n": 0}, "n must"), ({"batch_size": 0}, "batch_size must"),
+                                            ({"limit": 0}, "limit must"), ({"n": 2, "ks": (3,)}, "1..n")])
+def test_bad_counts_are_refused_before_any_env_is_made(counts, message):
+    # an unknown id: making an env first would raise "unknown env" instead
+    with pytest.raises(ValueError, match=message):
+        evaluate("rlvr/Nope-v0", one_right_policy, progress=False, **counts)
+
+
 def test_evaluate_with_a_scripted_policy():
     result = evaluate("rlvr/Arithmetic-v0", one_right_policy, n=4, ks=(1, 2, 4), limit=6, batch_size=4,
                       env_kwargs={"digits": 2, "ops": "+-"}, progress=False, keep_samples=True)

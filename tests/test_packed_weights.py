@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rlvr.trainer.generation import sample
+from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.models import load_model
 from rlvr.trainer.packed_weights import can_pack, packed_linears
 
@@ -19,7 +20,7 @@ def tiny():
 
 def _greedy(model, n_tokens=12):
     prompts = [[5, 17, 230, 4], [9, 3]]
-    return [s.completion_ids for s in sample(model, prompts, n=2, max_new_tokens=n_tokens, greedy=True)]
+    return [s.completion_ids for s in sample(model, prompts, SamplingSettings(n=2, max_new_tokens=n_tokens, greedy=True))]
 
 
 def test_packed_sampling_gives_the_same_tokens_and_logits(tiny):

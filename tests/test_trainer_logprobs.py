@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlvr.trainer.generation import _pick, sample
+from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.logprobs import _pack, group_logprobs, token_logprobs
 from rlvr.trainer.models import load_model
 
@@ -162,8 +163,7 @@ def test_sampler_reports_the_log_probability_of_each_token_under_its_nucleus():
 def test_sampled_logprobs_equal_the_training_forward(tiny):
     model, _ = tiny
     prompt = [1, 500, 600, 700]
-    out = sample(model, [prompt], n=3, max_new_tokens=6, temperature=0.8,
-                 generators=[torch.Generator().manual_seed(0)])[0]
+    out = sample(model, [prompt], SamplingSettings(n=3, max_new_tokens=6, temperature=0.8), [0])[0]
     width = max(map(len, out.completion_ids))
     ids = torch.tensor([c + [0] * (width - len(c)) for c in out.completion_ids])
     mask = (torch.arange(width) < torch.tensor([len(c) for c in out.completion_ids]).unsqueeze(1)).float()
@@ -176,7 +176,7 @@ def test_sampled_logprobs_equal_the_training_forward(tiny):
 def test_greedy_sampling_matches_transformers_generate(tiny):
     model, tok = tiny
     prompts = [[1, 500, 600, 700], [1, 42]]
-    ours = sample(model, prompts, n=2, max_new_tokens=6, greedy=True, pad_token_id=tok.pad_token_id)
+    ours = sample(model, prompts, SamplingSettings(n=2, max_new_tokens=6, greedy=True), pad_token_id=tok.pad_token_id)
     for p, s in zip(prompts, ours):
         ref = model.generate(torch.tensor([p]), max_new_tokens=6, do_sample=False, eos_token_id=None)
         assert s.completion_ids == [ref[0, len(p):].tolist()] * 2 and s.truncated == [True, True]
@@ -184,18 +184,17 @@ def test_greedy_sampling_matches_transformers_generate(tiny):
 
 def test_a_prompts_samples_do_not_depend_on_its_batch(tiny):
     model, tok = tiny
-    gen = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
-    alone = sample(model, [[1, 42]], n=3, max_new_tokens=5, generators=[gen(7)])
-    batched = sample(model, [[1, 500, 600, 700], [1, 42]], n=3, max_new_tokens=5, generators=[gen(3), gen(7)])
+    alone = sample(model, [[1, 42]], SamplingSettings(n=3, max_new_tokens=5), [7])
+    batched = sample(model, [[1, 500, 600, 700], [1, 42]], SamplingSettings(n=3, max_new_tokens=5), [3, 7])
     assert alone[0].completion_ids == batched[1].completion_ids
     assert len(set(map(tuple, alone[0].completion_ids))) > 1  # really sampled
 
 
 def test_sampling_stops_at_eos(tiny):
     model, _ = tiny
-    greedy = sample(model, [[1, 42]], max_new_tokens=5, greedy=True)[0].completion_ids[0]
+    greedy = sample(model, [[1, 42]], SamplingSettings(max_new_tokens=5, greedy=True))[0].completion_ids[0]
     stop = greedy[2]
-    stopped = sample(model, [[1, 42]], max_new_tokens=5, greedy=True, eos_token_ids=[stop])[0]
+    stopped = sample(model, [[1, 42]], SamplingSettings(max_new_tokens=5, greedy=True, stop_token_ids=(stop,)))[0]
     assert stopped.completion_ids == [greedy[:greedy.index(stop) + 1]] and stopped.truncated == [False]
 
 

@@ -74,18 +74,15 @@ def prefill_prompts(model, prompt_ids: list[list[int]], n: int, pad_token_id: in
 
 
 @torch.no_grad()
-def sample(model, prompt_ids: list[list[int]], n: int = 1, max_new_tokens: int = 256,
-           temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-           generators: list[torch.Generator] | None = None, eos_token_ids=(), pad_token_id: int = 0,
-           seeds: list[int] | None = None) -> list[Sampled]:
-    """`n` completions per prompt (token ids), stopping at any of `eos_token_ids` or the limit: the first
-    turn of every row of a `CarriedSession` (one decoding loop for single turns and whole episodes).
-    Prompt i draws from `generators[i]`, or from a generator seeded `seeds[i]` (default: i)."""
-    settings = SamplingSettings(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                greedy=greedy, stop_token_ids=tuple(eos_token_ids))
+def sample(model, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int] | None = None,
+           pad_token_id: int = 0) -> list[Sampled]:
+    """`settings.n` completions per prompt (token ids), stopping at any of `settings.stop_token_ids` or the
+    limit: the first turn of every row of a `CarriedSession` (one decoding loop for single turns and whole
+    episodes). Prompt i draws from a torch generator seeded `seeds[i]` (default: i)."""
+    n = settings.n
     seeds = list(range(len(prompt_ids))) if seeds is None else list(seeds)
     batch = Batch(prompt_ids, seeds, [], False, tokens=[[] for _ in range(len(prompt_ids) * n)])
-    session = CarriedSession(model, batch, settings, pad_token_id, generators)
+    session = CarriedSession(model, batch, settings, pad_token_id)
     turns = {}
     try:
         while len(turns) < len(prompt_ids) * n:
@@ -118,7 +115,7 @@ class CarriedSession(Session):
     tokens count), so sampling does not depend on how the env's tokens are fed.
     """
 
-    def __init__(self, model, batch, settings, pad_token_id: int, generators: list[torch.Generator] | None = None):
+    def __init__(self, model, batch, settings, pad_token_id: int):
         if settings.n < 1 or settings.max_new_tokens < 1:
             raise ValueError("n and max_new_tokens must be at least 1")
         if not settings.greedy and (settings.temperature <= 0 or not 0 < settings.top_p <= 1):
@@ -127,7 +124,7 @@ class CarriedSession(Session):
         self.model, self.pad, self.was_training = model, pad_token_id, model.training
         model.eval()
         self.device = next(model.parameters()).device
-        self.generators = generators or [torch.Generator().manual_seed(s) for s in batch.seeds]
+        self.generators = [torch.Generator().manual_seed(s) for s in batch.seeds]
         with torch.no_grad():
             self.cache, self.logits, self.mask, self.next_pos = prefill_prompts(
                 model, batch.prompts, self.n, pad_token_id, self.device)

@@ -185,9 +185,7 @@ class LocalGenerator:
     def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
         from rlvr.trainer.generation import sample
 
-        return sample(self.model, prompt_ids, n=settings.n, max_new_tokens=settings.max_new_tokens,
-                      temperature=settings.temperature, top_p=settings.top_p, greedy=settings.greedy, seeds=seeds,
-                      eos_token_ids=settings.stop_token_ids, pad_token_id=self.pad_token_id)
+        return sample(self.model, prompt_ids, settings, seeds, self.pad_token_id)
 
     def start(self, batch: Batch, settings: SamplingSettings):
         from rlvr.trainer.generation import CarriedSession

@@ -92,24 +92,19 @@ def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, m
 
 def _outcome(tokenizer, ep: _Episode, episode_return: str) -> tuple[float, dict]:
     info = dict(ep.info)
-    if ep.error is not None:
-        info["turns"] = len(ep.replies)
-        info["replies"] = list(ep.replies)
-        return 0.0, info
     if ep.cut:  # the token budget ran out before the env ended the episode
         info.update(correct=False, ended_by="token_budget", truncated=True)
-    final = 0.0 if ep.cut else float(ep.info.get("final_reward", ep.turn_rewards[-1] if ep.turn_rewards else 0.0))
     mid_turn = ep.cut and ep.weights[-1:] == [1] and ep.turn_ends[-1:] != [len(ep.tokens) - 1]
-    info["turns"] = len(ep.turn_ends) + mid_turn
+    info.update(turns=len(ep.turn_ends) + mid_turn, turn_rewards=list(ep.turn_rewards), replies=list(ep.replies))
     info.setdefault("tool_calls", 0)
     if tokenizer is not None:
         info["step_rewards"] = [
             [len(tokenizer.decode(ep.tokens[:end + 1], skip_special_tokens=True)), r]
             for end, r in zip(ep.turn_ends, ep.turn_rewards)]
-    info["turn_rewards"] = list(ep.turn_rewards)
-    info["replies"] = list(ep.replies)
-    value = sum(ep.turn_rewards) if episode_return == "sum" else final
-    return value, info
+    if ep.error is not None:  # an infrastructure failure: no reward, whatever the turns before it earned
+        return 0.0, info
+    final = 0.0 if ep.cut else float(ep.info.get("final_reward", ep.turn_rewards[-1] if ep.turn_rewards else 0.0))
+    return (sum(ep.turn_rewards) if episode_return == "sum" else final), info
 
 
 def rollout(generator, envs: list, resets: list[dict], seeds: list[int], settings: SamplingSettings, *,
