@@ -107,10 +107,14 @@ class EndpointGenerator:
     """A served model as a message generator: each turn is one chat request (the sampling settings as
     max_tokens, temperature (0 when greedy), top_p, and seed = the prompt's seed + the episode's number;
     `params` are added to every request). `tool_prompt=False` describes a tool env's tools only in
-    `tools=`, for servers whose chat template renders them."""
+    `tools=`, for servers whose chat template renders them. `logprobs=True` asks for each sampled
+    token's log-prob; a turn carries them where the server gives them (`Turn.logps`)."""
 
-    def __init__(self, endpoint: ChatEndpoint, tool_prompt: bool = True, params: dict[str, Any] | None = None):
-        self.endpoint, self.tool_prompt, self.params = endpoint, tool_prompt, dict(params or {})
+    def __init__(self, endpoint: ChatEndpoint, tool_prompt: bool = True, params: dict[str, Any] | None = None,
+                 logprobs: bool = False):
+        self.endpoint, self.tool_prompt = endpoint, tool_prompt
+        # top_logprobs 1: llama.cpp's server sends no log-probs without it; every OpenAI-style server accepts it
+        self.params = {**({"logprobs": True, "top_logprobs": 1} if logprobs else {}), **(params or {})}
 
     def start(self, batch: Any, settings: Any) -> _EndpointSession:
         return _EndpointSession(self, batch, settings)
@@ -151,7 +155,8 @@ class _EndpointSession(Session):
                 out.append(Turn(row, error=str(exc)))
                 continue
             wire = self.wires[row]
-            out.append(Turn(row, text=wire.reply_text(message, self.replies[row]) if wire else message["content"]))
+            out.append(Turn(row, text=wire.reply_text(message, self.replies[row]) if wire else message["content"],
+                            logps=message["logprobs"]))
             self.replies[row] += 1
         return out
 
@@ -163,9 +168,10 @@ class _EndpointSession(Session):
 
 
 def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, tool_prompt: bool = True,
-                      params: dict[str, Any] | None = None, **kwargs: Any):
+                      params: dict[str, Any] | None = None, logprobs: bool = False, **kwargs: Any):
     """pass@k of the served model on `env_id`: `rlvr.evaluate.evaluate` (its keyword arguments: n, ks,
     limit, max_new_tokens, ...) over an `EndpointGenerator`, `endpoint.max_concurrency` requests at a time.
+    `logprobs=True`: each kept sample records the server's log-prob of every token it sampled.
 
     An episode the server failed (outage, timeout after retries) counts as not correct and
     is reported under the reason `error` (`result.reasons["error"]`).
@@ -174,7 +180,7 @@ def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, tool_prompt: bool 
 
     # tasks per batch: enough episodes to keep requests in flight
     kwargs.setdefault("batch_size", max(8, -(-2 * endpoint.max_concurrency // kwargs.get("n", 1))))
-    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params), **kwargs)
+    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params, logprobs), **kwargs)
 
 
 def run_eval(args: Any, options: dict[str, Any]):
@@ -192,6 +198,6 @@ def run_eval(args: Any, options: dict[str, Any]):
     except EndpointError as exc:
         raise UsageError(f"rlvr eval: the endpoint did not answer ({exc})") from None
     try:
-        return evaluate_endpoint(args.env, endpoint, **options)
+        return evaluate_endpoint(args.env, endpoint, logprobs=args.logprobs, **options)
     finally:
         endpoint.close()

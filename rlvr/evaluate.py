@@ -109,8 +109,10 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
                 for g in groups:
                     for k in ks:
                         sums[k] += pass_at_k(n, sum(g.correct), k)
-                    if keep_samples:
-                        samples += [_sample(*episode, multiturn) for episode in zip(g.texts, g.rewards, g.infos)]
+                    if keep_samples:  # with the log-probs of the sampled tokens (env tokens have weight 0)
+                        logps = [[lp for lp, w in zip(lps, ws) if w] if ws else lps
+                                 for lps, ws in zip(g.sample_logps, g.weights or [None] * len(g.texts))]
+                        samples += [_sample(*episode, multiturn) for episode in zip(g.texts, g.rewards, g.infos, logps)]
                 bar.update(len(indices))
     finally:
         for env in envs:
@@ -122,9 +124,11 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
                       totals["tool_calls"] / episodes if episodes else None)
 
 
-def _sample(text: str, reward: float, info: dict[str, Any], multiturn: bool) -> dict[str, Any]:
+def _sample(text: str, reward: float, info: dict[str, Any], logps: list[float], multiturn: bool) -> dict[str, Any]:
     out = {"task_id": info.get("task_id"), "completion": text, "reward": reward, "correct": bool(info.get("correct")),
            "reason": info.get("score", {}).get("reason")}
+    if logps:
+        out["logprobs"] = logps
     if multiturn:
         out.update(turns=info.get("turns", 1), replies=info.get("replies", []), tool_calls=info.get("tool_calls", 0),
                    ended_by=info.get("ended_by"))
@@ -203,6 +207,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "OpenAI-compatible URL (vLLM, SGLang, llama.cpp); every turn of multi-turn envs")
     parser.add_argument("--concurrency", type=int, default=8, help="episodes in flight with --endpoint (default 8)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request with --endpoint")
+    parser.add_argument("--logprobs", action="store_true", help="ask --endpoint for each sampled token's log-prob "
+                        "(--output records them where the server gives them; --model's are always recorded)")
     parser.add_argument("--generator", choices=("local", "vllm"), default="local",
                         help="what samples --model: the local KV-cache sampler (default) or an in-process vLLM engine")
 
@@ -221,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
     from rlvr.envs import make
 
     make(args.env, **env_kwargs).close()  # a bad id, split or path fails before a model loads
+    if args.logprobs and not args.endpoint:
+        raise UsageError("rlvr eval: --logprobs asks an --endpoint for them (--model's are always in --output)")
     if args.generator == "vllm" and (args.policy or args.endpoint):
         raise UsageError("rlvr eval: --generator vllm samples --model itself, not a --policy or an --endpoint")
     if args.generator == "vllm" and importlib.util.find_spec("vllm") is None:

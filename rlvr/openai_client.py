@@ -50,6 +50,17 @@ def api_base(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{path or '/v1'}"
 
 
+def _token_logprobs(choice: Any) -> list[float] | None:
+    """A chat completion's per-token log-probs (OpenAI's `logprobs.content[i].logprob`), or None when the
+    server sent none, or sent them in another shape (a reply is never lost over its log-probs)."""
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
+    try:
+        return [float(t["logprob"]) for t in tokens] if isinstance(tokens, list) and tokens else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 class ChatEndpoint:
     """One model behind an OpenAI-compatible `/chat/completions` route.
 
@@ -116,7 +127,8 @@ class ChatEndpoint:
         return self.message(messages, **params)["content"]
 
     def message(self, messages: Sequence[dict[str, Any]], **params: Any) -> dict[str, Any]:
-        """The assistant message for `messages`: `content` (a string, "" when none) and `tool_calls` (a list)."""
+        """The assistant message for `messages`: `content` (a string, "" when none), `tool_calls` (a list) and
+        `logprobs`: each sampled token's log-prob when the server gave them (ask with `logprobs=True`), else None."""
         body = {"model": self.model, "messages": [dict(m) for m in messages], **params}
         last: EndpointError | None = None
         for attempt in range(self.retries + 1):
@@ -146,13 +158,15 @@ class ChatEndpoint:
             raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
                                 response.status_code)
         try:
-            message = response.json()["choices"][0]["message"]
+            choice = response.json()["choices"][0]
+            message = choice["message"]
             content, calls = message.get("content"), message.get("tool_calls") or []
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise EndpointError("malformed", f"not a chat completion: {response.text[:200]!r}") from None
         if not isinstance(content, str):
             content = "" if content is None else str(content)
-        return {"content": content, "tool_calls": calls if isinstance(calls, list) else []}
+        return {"content": content, "tool_calls": calls if isinstance(calls, list) else [],
+                "logprobs": _token_logprobs(choice)}
 
     def chat_many(self, conversations: Sequence[Sequence[dict[str, Any]]], **params: Any) -> list[str | EndpointError]:
         """Replies (or the `EndpointError` of each failed one) in input order; `max_concurrency` in flight."""

@@ -106,7 +106,8 @@ class Relay:
     `delay` holds every reply back that many seconds (a slow server); `close()` is an outage.
     A request is in flight from the moment the relay has read it until its reply has been sent
     back, so `max_in_flight` is the most requests the server side had at once; `requests` holds
-    the JSON body of every request, as the server received it.
+    the JSON body of every request, as the server received it, and `replies` the JSON body of every
+    reply, as the server sent it (in the order the replies came back).
     """
 
     def __init__(self, port: int, delay: float = 0.0):
@@ -115,6 +116,7 @@ class Relay:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests: list[dict] = []
+        self.replies: list[dict] = []
         self._count = threading.Lock()
         self._sockets: set[socket.socket] = set()
         relay = self
@@ -142,6 +144,7 @@ class Relay:
                     reply = upstream.getresponse()
                     data = reply.read()
                     upstream.close()
+                    relay._record(data)
                     if relay.delay:
                         time.sleep(relay.delay)
                     self.send_response(reply.status)
@@ -177,6 +180,13 @@ class Relay:
                 self.requests.append(json.loads(body) if body else {})
             except ValueError:
                 self.requests.append({"unreadable": body[:200].decode(errors="replace")})
+
+    def _record(self, data: bytes) -> None:
+        with self._count:
+            try:
+                self.replies.append(json.loads(data) if data else {})
+            except ValueError:
+                self.replies.append({"unreadable": data[:200].decode(errors="replace")})
 
     def _leave(self) -> None:
         with self._count:

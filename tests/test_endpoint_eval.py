@@ -12,6 +12,7 @@ from rlvr.cli import main
 from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
+from rlvr.openai_client import _token_logprobs
 
 LOOP_TASKS = 3  # ToolMath tasks evaluated; greedy SmolLM2, shown two worked calls, calls python on each
 
@@ -22,6 +23,15 @@ def test_api_base():
     assert api_base("https://host/openai/v1") == "https://host/openai/v1"
     with pytest.raises(ValueError, match="http://host:port"):
         api_base("127.0.0.1:8080")
+
+
+@pytest.mark.parametrize("choice,expected", [
+    ({"logprobs": {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": 0}]}}, [-0.5, 0.0]),
+    ({}, None), ({"logprobs": None}, None), ({"logprobs": {"content": None}}, None), ({"logprobs": "yes"}, None),
+    ({"logprobs": {"content": []}}, None), ({"logprobs": {"content": [{"token": "a"}]}}, None),
+    ({"logprobs": {"content": [{"token": "a", "logprob": "x"}]}}, None)])
+def test_a_replys_token_logprobs_are_read_or_left_out(choice, expected):
+    assert _token_logprobs(choice) == expected
 
 
 def test_single_turn_pass_at_k(llama_server, capsys):
@@ -43,6 +53,28 @@ def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):
     rows = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(rows) == 2 and all(row["turns"] == 2 and len(row["replies"]) == 2 for row in rows)
     assert all(row["reason"] != "error" for row in rows)
+    assert not any("logprobs" in row for row in rows)  # not asked for (--logprobs)
+
+
+def test_the_servers_token_logprobs_reach_the_samples(llama_server, tmp_path, capsys):
+    """`--logprobs`: every turn's request asks for them, and the episode's line in --output holds the server's
+    log-prob of every token it sampled, turn after turn, exactly as the server sent them."""
+    samples = tmp_path / "samples.jsonl"
+    relay = Relay(llama_server.port)
+    try:
+        code = main(["eval", "--env", "rlvr/MathSelfCheck-v0", "--endpoint", relay.url, "--model", llama_server.model,
+                     "--limit", "1", "--max-new-tokens", "16", "--logprobs", "--output", str(samples), "--json",
+                     "--no-progress"])
+    finally:
+        relay.close()
+    assert code == 0, capsys.readouterr().err
+    row, = [json.loads(line) for line in samples.read_text().splitlines()]
+    (_, *requests), (_, *replies) = relay.requests, relay.replies  # after the check, one episode's turns in order
+    assert row["turns"] == len(requests) == len(replies) == 2 and all(r["logprobs"] is True for r in requests)
+    sent = [[t["logprob"] for t in reply["choices"][0]["logprobs"]["content"]] for reply in replies]
+    assert all(sent) and row["logprobs"] == sent[0] + sent[1]
+    assert all(lp <= 0.0 for lp in row["logprobs"])
+    assert row["replies"] == [reply["choices"][0]["message"]["content"] for reply in replies]
 
 
 def test_instruction_env_and_bounded_concurrency(llama_server):

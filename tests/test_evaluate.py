@@ -94,6 +94,7 @@ def test_cli_with_a_policy(capsys, tmp_path):
       "test_evaluate:one_right_policy"], "no such dataset file"),
     (["--env", "rlvr/Arithmetic-v0", "--policy", "test_evaluate:one_right_policy", "-n", "2", "-k", "3"], "1..n"),
     (["--env", "rlvr/Arithmetic-v0", "--policy", "nomodule"], "MODULE:ATTR"),
+    (["--env", "rlvr/Arithmetic-v0", "--policy", "test_evaluate:one_right_policy", "--logprobs"], "asks an --endpoint"),
     (["--env", "rlvr/Arithmetic-v0"], "one of the arguments --model --policy is required"),
     # checked before any model loads (a hub lookup of a typo would retry for half a minute)
     (["--env", "rlvr/Nope-v0", "--model", "smollm2"], "unknown env 'rlvr/Nope-v0'"),

@@ -28,6 +28,7 @@ class Group:
     rewards: list[float]
     infos: list[dict] = field(default_factory=list)
     sample_logps: list[list[float]] = field(default_factory=list)  # the sampler's log-prob of each token
+    # (a message generator gives no ids: the log-probs of the tokens it sampled, where it gives them)
     weights: list[list[int]] | None = None  # multi-turn: 1 on sampled tokens, 0 on env tokens (trainer/episodes.py)
     errors: int = 0  # completions scored `error` (infrastructure) left out of the group
 

@@ -69,6 +69,8 @@ def _take(ep: _Episode, turn: Turn, tokenizer, eos: tuple, budget: int | None, m
     if tokenizer is not None:
         text = tokenizer.decode(turn.ids, skip_special_tokens=True)
         ep.add(turn.ids, turn.logps, 1)
+    elif turn.logps:  # a message generator's tokens: their log-probs only, where it gives them
+        ep.logps += turn.logps
     ep.replies.append(text)
     ep.truncated = turn.truncated
     if not multiturn or (budget is not None and len(ep.tokens) >= budget):
