@@ -113,7 +113,7 @@ class EndpointGenerator:
     def __init__(self, endpoint: ChatEndpoint, tool_prompt: bool = True, params: dict[str, Any] | None = None,
                  logprobs: bool = False):
         self.endpoint, self.tool_prompt = endpoint, tool_prompt
-        # top_logprobs 1: llama.cpp's server sends no log-probs without it; every OpenAI-style server accepts it
+        # top_logprobs 1: llama.cpp's server sends no log-probs without it (the OpenAI API defines it, 0 to 20)
         self.params = {**({"logprobs": True, "top_logprobs": 1} if logprobs else {}), **(params or {})}
 
     def start(self, batch: Any, settings: Any) -> _EndpointSession:
