@@ -110,8 +110,8 @@ def evaluate(env_id: str, policy: Any, *, n: int = 1, ks: Sequence[int] = (1,), 
                     for k in ks:
                         sums[k] += pass_at_k(n, sum(g.correct), k)
                     if keep_samples:  # with the log-probs of the sampled tokens (env tokens have weight 0)
-                        logps = [[lp for lp, w in zip(lps, ws) if w] if ws else lps
-                                 for lps, ws in zip(g.sample_logps, g.weights or [None] * len(g.texts))]
+                        logps = g.sample_logps if g.weights is None else [
+                            [lp for lp, w in zip(lps, ws) if w] for lps, ws in zip(g.sample_logps, g.weights)]
                         samples += [_sample(*episode, multiturn) for episode in zip(g.texts, g.rewards, g.infos, logps)]
                 bar.update(len(indices))
     finally:

@@ -100,6 +100,14 @@ def llama_server(tmp_path_factory):
             proc.wait()
 
 
+def _body(data: bytes) -> dict:
+    """An HTTP body as JSON ({} when empty), or its first 200 characters under "unreadable"."""
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {"unreadable": data[:200].decode(errors="replace")}
+
+
 class Relay:
     """A loopback HTTP relay to `port` that records the requests it passes on and how many were in flight.
 
@@ -176,17 +184,11 @@ class Relay:
         with self._count:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            try:
-                self.requests.append(json.loads(body) if body else {})
-            except ValueError:
-                self.requests.append({"unreadable": body[:200].decode(errors="replace")})
+            self.requests.append(_body(body))
 
     def _record(self, data: bytes) -> None:
         with self._count:
-            try:
-                self.replies.append(json.loads(data) if data else {})
-            except ValueError:
-                self.replies.append({"unreadable": data[:200].decode(errors="replace")})
+            self.replies.append(_body(data))
 
     def _leave(self) -> None:
         with self._count:

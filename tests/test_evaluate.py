@@ -120,3 +120,30 @@ def test_cli_with_the_real_model(capsys):
     assert set(result["pass_at"]) == {"pass@1", "pass@2"}
     assert 0.0 <= result["pass_at"]["pass@1"] <= result["pass_at"]["pass@2"] <= 1.0
     assert sum(result["reasons"].values()) <= 2
+
+
+def test_the_models_log_probs_reach_the_samples_without_the_env_tokens():
+    """`--model` on a multi-turn env: each kept sample's `logprobs` are the sampler's, for the tokens it sampled,
+    in order; the env's tokens between turns (weight 0) are left out."""
+    pytest.importorskip("rlvr.trainer.generation")
+    from rlvr.envs import make
+    from rlvr.trainer.generation import eos_ids
+    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
+    from rlvr.trainer.models import load_model
+    from rlvr.trainer.rollout import rollout
+
+    model, tok = load_model("smollm2")
+    generator, stop = LocalGenerator(model, tok.pad_token_id), tuple(eos_ids(tok, model))
+    result = evaluate("rlvr/MathSelfCheck-v0", generator, limit=1, batch_size=1, tokenizer=tok, stop_token_ids=stop,
+                      max_new_tokens=12, keep_samples=True, progress=False)
+    sample, = result.samples
+    env = make("rlvr/MathSelfCheck-v0")
+    try:  # the same greedy episode, with the loop's own record of it
+        group, = rollout(generator, [env], [{"options": {"index": 0}}], [0],
+                         SamplingSettings(max_new_tokens=12, greedy=True, stop_token_ids=stop), tokenizer=tok)
+    finally:
+        env.close()
+    weights = group.weights[0]
+    assert sample["turns"] == 2 and 0 in weights  # env tokens were there to leave out
+    assert sample["logprobs"] == [lp for lp, w in zip(group.sample_logps[0], weights) if w]
+    assert len(sample["logprobs"]) == sum(weights)
