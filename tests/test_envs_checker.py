@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gymnasium as gym
+import needs
 import pytest
 from gymnasium.utils.env_checker import check_env
 from test_envs_loaders import APPS, CONTESTS, MATH_RECORDS, write_jsonl, write_parquet
@@ -39,7 +40,7 @@ def test_check_env(env_id, tmp_path):
     if env_id == "rlvr/OpenEnv-v0":
         pytest.skip("needs an OpenEnv server: tests/test_integrations_openenv.py checks it against rlvr serve-env")
     if env_id in DATASET_ENVS and not DATA.is_dir():
-        pytest.skip("shared datasets not present")
+        needs.skip("shared datasets not present")
     kwargs = {}
     if env_id in FIXTURES:
         records, writer = FIXTURES[env_id]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import gymnasium as gym
+import needs
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -14,7 +15,7 @@ from rlvr.envs import score_groups
 
 pytestmark = pytest.mark.docker
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared datasets not present")
+needs_data = needs.skip_unless(DATA.is_dir(), "shared datasets not present")
 
 # Our own solutions to the tier-1 templates of rlvr.envs.tasks_code.
 SOLUTIONS = {

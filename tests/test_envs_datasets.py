@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import gymnasium as gym
+import needs
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -15,7 +16,7 @@ from rlvr.cli import main
 from rlvr.envs.datasets import GSM8KTasks, HumanEvalTasks, MathTasks, MBPPTasks, gsm8k_gold, math_gold
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared datasets not present")
+pytestmark = needs.skip_unless(DATA.is_dir(), "shared datasets not present")
 
 
 @pytest.fixture(autouse=True)

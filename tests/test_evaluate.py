@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import needs
 import pytest
 import sympy
 
@@ -111,7 +112,7 @@ def test_cli_bad_arguments_give_one_line(capsys, argv, message):
 
 
 def test_cli_with_the_real_model(capsys):
-    pytest.importorskip("rlvr.trainer.generation")
+    needs.module("rlvr.trainer.generation")
     code = main(["eval", "--env", "rlvr/Arithmetic-v0", "--model", "smollm2", "--limit", "1", "-n", "2",
                  "--max-new-tokens", "8", "--env-arg", "digits=1", "--json", "--no-progress"])
     assert code == 0
@@ -125,7 +126,7 @@ def test_cli_with_the_real_model(capsys):
 def test_the_models_log_probs_reach_the_samples_without_the_env_tokens():
     """`--model` on a multi-turn env: each kept sample's `logprobs` are the sampler's, for the tokens it sampled,
     in order; the env's tokens between turns (weight 0) are left out."""
-    pytest.importorskip("rlvr.trainer.generation")
+    needs.module("rlvr.trainer.generation")
     from rlvr.envs import make
     from rlvr.trainer.generation import eos_ids
     from rlvr.trainer.generator import LocalGenerator, SamplingSettings

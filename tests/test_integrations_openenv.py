@@ -22,6 +22,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import httpx
+import needs
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -30,7 +31,7 @@ from rlvr.cli import main as rlvr_main
 from rlvr.trainer.episodes import drop_errors, is_error
 from rlvr.trainer.groups import Group
 
-pytest.importorskip("openenv.core", reason="needs the 'interop' extra (openenv-core)")
+needs.module("openenv.core", reason="needs the 'interop' extra (openenv-core)")
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent

@@ -5,6 +5,7 @@ import math
 import pickle
 from pathlib import Path
 
+import needs
 import pytest
 
 from rlvr.integrations.trl import EnvReward, RewardFunc, env_dataset
@@ -117,7 +118,7 @@ def test_env_dataset_and_env_reward_agree_with_the_arithmetic():
 
 def _load_bench():
     if not TRL_BENCH.exists():
-        pytest.skip(f"{TRL_BENCH} is missing")
+        needs.skip(f"{TRL_BENCH} is missing")
     spec = importlib.util.spec_from_file_location("trl_grpo_step", TRL_BENCH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -125,7 +126,7 @@ def _load_bench():
 
 
 def test_a_real_grpo_trainer_step_uses_rlvr_rewards(tmp_path):
-    trl = pytest.importorskip("trl")
+    trl = needs.module("trl")
     import torch
     from datasets import Dataset
 

@@ -4,6 +4,7 @@ import math
 import os
 
 import gymnasium
+import needs
 import pytest
 from conftest import require_docker
 
@@ -133,7 +134,7 @@ def _smollm2_with_tool_template():
     try:
         model, tokenizer = load_model("smollm2")
     except LookupError as exc:
-        pytest.skip(str(exc))
+        needs.skip(str(exc))
     # SmolLM2's own template has no tools; Qwen2.5's is ChatML with <tool_call> (SmolLM2's tokens), and TRL
     # knows how to read its tool calls back.
     tokenizer.chat_template = open(os.path.join(os.path.dirname(trl.__file__), "chat_templates",
@@ -142,7 +143,7 @@ def _smollm2_with_tool_template():
 
 
 def test_a_real_grpo_trainer_step_on_toolmath_logs_rlvr_rewards(tmp_path, monkeypatch):
-    trl = pytest.importorskip("trl")
+    trl = needs.module("trl")
     import torch
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")

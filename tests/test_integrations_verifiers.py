@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import gymnasium
+import needs
 import pytest
 from conftest import require_docker
 from gymnasium.utils.env_checker import check_env
@@ -17,7 +18,7 @@ import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.envs import register_env
 from rlvr.verifiers.core import ERROR, Score, Verifier
 
-vf = pytest.importorskip("verifiers.v1")
+vf = needs.module("verifiers.v1")
 from rlvr.integrations.verifiers_env import RlvrToolset, RlvrToolsetConfig  # noqa: E402
 
 ARITH = {"digits": 1, "ops": "+", "require_boxed": False}

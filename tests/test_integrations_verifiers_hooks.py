@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 import gymnasium
+import needs
 import pytest
 
 import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.verifiers.core import ERROR
 
-vf = pytest.importorskip("verifiers.v1")
+vf = needs.module("verifiers.v1")
 
 FULL = {"answered": 1.0, "prepared": 1.0}
 WRONG = {"answered": 0.0, "prepared": 1.0}  # setup ran; the reply finalize left in the runtime lacks the word

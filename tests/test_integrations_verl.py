@@ -13,6 +13,7 @@ import json
 from functools import partial
 from pathlib import Path
 
+import needs
 import pytest
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -46,7 +47,7 @@ def naive_manager_call(fn, data_source, response, ground_truth, extra_info=None)
 def gsm8k_rows(n):
     path = DATA / "gsm8k" / "test.jsonl"
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        needs.skip(f"{path} is missing")
     rows = [json.loads(line) for line in path.open()][:n]
     return [(row["question"], row["answer"].split("####")[-1].strip().replace(",", "")) for row in rows]
 
@@ -67,7 +68,7 @@ def test_verl_loads_and_calls_compute_score_on_gsm8k(path):
 def test_math500_latex_answers_through_the_batch_manager():
     path = DATA / "math500" / "test.jsonl"
     if not path.exists():
-        pytest.skip(f"{path} is missing")
+        needs.skip(f"{path} is missing")
     rows = [json.loads(line) for line in path.open()][:6]
     fn = partial(call_with_kwargs, load_like_verl("pkg://rlvr.integrations.verl", "compute_score_batch"), {})
     responses = [f"<think>work</think> The answer is $\\boxed{{{r['answer']}}}$" for r in rows]

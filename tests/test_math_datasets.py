@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import needs
 import pytest
 
 from rlvr.verifiers.boxes import find_boxes
@@ -22,7 +23,7 @@ DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 def _rows(name: str, file: str) -> list[dict]:
     path = DATASETS / name / file
     if not path.exists():
-        pytest.skip(f"{path} is not available")
+        needs.skip(f"{path} is not available")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

@@ -13,11 +13,12 @@ import threading
 import time
 from collections import Counter
 
+import needs
 import pytest
 
 from rlvr.registry import make_verifier
 
-ray = pytest.importorskip("ray") if not os.environ.get("CI") else __import__("ray")
+ray = needs.module("ray")
 
 from local_ray_cluster import LocalRayCluster  # noqa: E402
 

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import needs
 import pytest
 from conftest import require_docker
 
@@ -52,7 +53,7 @@ def {name}(*args, **kwargs):
 
 def _rows(path):
     if not path.exists():
-        pytest.skip(f"dataset not found at {path}")
+        needs.skip(f"dataset not found at {path}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import needs
 import pytest
 import torch
 
@@ -17,7 +18,7 @@ from rlvr.trainer.config import TrainConfig, load_config
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.metrics import read_jsonl
 
-pytest.importorskip("ray")
+needs.module("ray")
 
 from rlvr.trainer.async_grpo import AsyncGRPOTrainer  # noqa: E402
 

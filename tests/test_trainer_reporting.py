@@ -4,6 +4,7 @@ writes). Nothing is sent anywhere: wandb's mode is offline unless WANDB_MODE say
 
 from __future__ import annotations
 
+import needs
 import pytest
 
 from rlvr.trainer.config import TrainConfig
@@ -20,7 +21,7 @@ def test_unknown_backend_is_a_config_error():
 
 
 def test_tensorboard_events_hold_the_jsonl_metrics(tmp_path):
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    event_accumulator = needs.module("tensorboard.backend.event_processing.event_accumulator")
     GRPOTrainer(TrainConfig(**TOY, report_to=["tensorboard"]), tmp_path).train()
     metrics, evals = read_jsonl(tmp_path / "metrics.jsonl"), read_jsonl(tmp_path / "eval.jsonl")
     events = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"),
@@ -36,7 +37,7 @@ def test_tensorboard_events_hold_the_jsonl_metrics(tmp_path):
 
 
 def test_wandb_offline_run_files_hold_the_metrics(tmp_path, monkeypatch):
-    wandb = pytest.importorskip("wandb")
+    wandb = needs.module("wandb")
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
     GRPOTrainer(TrainConfig(**TOY, report_to=["wandb"]), tmp_path).train()
