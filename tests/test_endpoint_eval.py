@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from conftest import require_docker
@@ -34,14 +35,23 @@ def test_a_replys_token_logprobs_are_read_or_left_out(choice, expected):
     assert _token_logprobs(choice) == expected
 
 
-def test_single_turn_pass_at_k(llama_server, capsys):
+def test_single_turn_pass_at_k(llama_server, tmp_path, capsys):
+    samples = tmp_path / "samples.jsonl"
     code = main(["eval", "--env", "rlvr/Arithmetic-v0", "--endpoint", llama_server.url, "--model", llama_server.model,
                  "--limit", "3", "-n", "2", "-k", "1,2", "--temperature", "0.8", "--max-new-tokens", "24",
-                 "--concurrency", "2", "--json", "--no-progress"])
+                 "--concurrency", "2", "--output", str(samples), "--json", "--no-progress"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["items"] == 3 and out["n"] == 2
-    assert set(out["pass_at"]) == {"pass@1", "pass@2"} and 0.0 <= out["pass_at"]["pass@1"] <= out["pass_at"]["pass@2"]
     assert "error" not in out["reasons"]
+    # pass@k from the episodes the server played, counted here: with n = 2, pass@1 is c / 2 and pass@2 is
+    # whether any of a task's two was correct
+    correct = Counter()
+    for line in samples.read_text().splitlines():
+        sample = json.loads(line)
+        correct[sample["task_id"]] += sample["correct"]
+    assert len(correct) == 3 and sum(1 for _ in samples.read_text().splitlines()) == 6
+    assert out["pass_at"]["pass@1"] == pytest.approx(sum(c / 2 for c in correct.values()) / 3)
+    assert out["pass_at"]["pass@2"] == pytest.approx(sum(c > 0 for c in correct.values()) / 3)
 
 
 def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):

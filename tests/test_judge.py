@@ -172,6 +172,7 @@ def test_timeout_is_error_after_retries(llama_server, tmp_path):
         score = verifier.score("Paris.", "Paris", question=QUESTION)
         assert score.value == 0.0 and score.reason == "error" and score.info["error"] == "timeout"
         assert time.monotonic() - started < 10  # two attempts of 0.5 s, not the 3 s reply
+        assert len(relay.requests) == 2  # the timed-out request was sent again (retries=1), then given up
     finally:
         relay.close()
 

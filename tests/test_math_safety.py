@@ -144,9 +144,14 @@ def test_huge_adversarial_completions_stay_cheap(verifier, name):
     "2^{2^{2^{2^{2^{2}}}}}", "9^{9^{9^{9}}}", "10^{10^{10^{10}}}", "100000000!", "(10^{100})!",
 ])
 def test_guards_refuse_before_evaluating(verifier, answer):
-    start = time.monotonic()
+    # a refusal and a worker killed at the limit both score TIMEOUT: the `why` and the pool's count of
+    # replaced workers tell them apart (a guard that let the answer through would cost a killed worker)
+    pool = get_pool(verifier.workers)
+    replaced, start = pool.replaced, time.monotonic()
     score = verifier.score("\\boxed{" + answer + "}", "5")
     assert score.value == 0.0 and score.reason == TIMEOUT
+    assert score.info["why"].startswith("refused before evaluation"), score.info
+    assert pool.replaced == replaced
     assert time.monotonic() - start < LIMIT + MARGIN
 
 

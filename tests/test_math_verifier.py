@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+import rlvr.verifiers.math as math_verifier
 from rlvr.registry import make_verifier
 from rlvr.verifiers.core import BAD_REFERENCE, HEDGE, NO_ANSWER, TIMEOUT, WRONG
 from rlvr.verifiers.math import MathVerifier
@@ -55,6 +56,7 @@ def test_unparseable_reference_is_reported(verifier):
 def test_power_tower_is_refused_within_the_limit(verifier):
     score = verifier.score("\\boxed{2^{2^{2^{2^{2^{2}}}}}}", "5")
     assert (score.value, score.reason) == (0.0, TIMEOUT)
+    assert score.info["why"].startswith("refused before evaluation"), score.info  # not killed at the limit
 
 
 def test_batch_matches_single_scoring(verifier):
@@ -64,6 +66,7 @@ def test_batch_matches_single_scoring(verifier):
     refs = refs + refs
     batch = verifier.score_batch(comps, refs)
     assert [s.value for s in batch] == [1.0] * 4 + [0.0] * 4
+    math_verifier._cache.clear()  # else each single score reads the verdict the batch just stored
     assert [s.value for s in batch] == [verifier.score(c, r).value for c, r in zip(comps, refs)]
 
 

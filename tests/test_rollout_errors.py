@@ -64,11 +64,13 @@ class _RightUntil(Session):
 def _play(generator, episode_return: str):
     envs = [gym.make("test_rollout_errors/AskAgain-v0") for _ in range(4)]
     try:
-        return rollout(generator, envs, [{"seed": 0}, {"seed": 1}], [0, 1], SamplingSettings(n=2),
-                       episode_return=episode_return)
+        groups = rollout(generator, envs, [{"seed": 0}, {"seed": 1}], [0, 1], SamplingSettings(n=2),
+                         episode_return=episode_return)
     finally:
         for env in envs:
             env.close()
+    assert [len(g.infos) for g in groups] == [2, 2]  # every episode came back: the tests loop over them
+    return groups
 
 
 def test_every_turn_right_earns_each_turns_reward():

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import needs
 import pytest
 import yaml
 
@@ -21,8 +22,8 @@ from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.metrics import read_jsonl
 
-pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")
+needs.module("ray")
+psutil = needs.module("psutil")
 
 from local_ray_cluster import LocalRayCluster  # noqa: E402
 from test_trainer_async import TOY, same_as_sync  # noqa: E402
@@ -119,11 +120,16 @@ def test_trainer_killed_resumes_exactly(cluster, tmp_path, toy_sync):
     finally:
         trainer.kill()
         trainer.wait()
-    assert lines(run / "metrics.jsonl") < STEPS  # killed mid-run
+    killed = read_jsonl(run / "metrics.jsonl")
+    assert len(killed) < STEPS  # killed mid-run
     # no orphan: Ray ends the actors of a driver that died
     wait_for(lambda: not any(map(alive, pids)), 60, "the killed trainer's workers to end")
     resumed = subprocess.run([*command[:-4], "--run-dir", str(run), "--resume"], capture_output=True, text=True,
                              timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    same_as_sync(toy_sync, read_jsonl(run / "metrics.jsonl"))
+    after = read_jsonl(run / "metrics.jsonl")
+    same_as_sync(toy_sync, after)
+    # resumed from the checkpoint, not trained again from step 0 (the same metrics but for the timings): the
+    # rows before it are the killed run's own (only its last row may be past the checkpoint)
+    assert after[:len(killed) - 1] == killed[:-1]
     wait_for(lambda: not workers(cluster), 30, "the workers to end after the resumed run")

@@ -47,8 +47,10 @@ def tiny():
 def episodes(tiny, env_id="test_episodes/SelfCheck-v0", prompts=2, g=3, **kw):
     model, tok = tiny
     envs = [gym.make(env_id) for _ in range(prompts * g)]
-    return local_rollout(model, tok, envs, list(range(prompts)), seed=0, group_size=g, max_new_tokens=6,
-                         budget=kw.pop("max_episode_tokens", 200), **kw)
+    groups = local_rollout(model, tok, envs, list(range(prompts)), seed=0, group_size=g, max_new_tokens=6,
+                           budget=kw.pop("max_episode_tokens", 200), **kw)
+    assert [len(group.completion_ids) for group in groups] == [g] * prompts  # the tests loop over every episode
+    return groups
 
 
 def test_every_turn_is_played_and_the_env_reply_is_the_template_rendering(tiny):

@@ -94,6 +94,7 @@ def test_fsdp_two_processes_update_like_one_and_resume(tmp_path):
     _torchrun(config, tmp_path / "resumed", "--resume", "--set", "steps=2")
     resumed = read_jsonl(tmp_path / "resumed" / "metrics.jsonl")
     assert [r["step"] for r in resumed] == [1, 2]
+    assert resumed[0] == first[0]  # step 1 is the first run's row, timings included: resumed, not run again
     _close(resumed[1], reference[1])
     two = torch.load(tmp_path / "resumed" / "checkpoint.pt", weights_only=False)["model"]
     moved = 0.0

@@ -89,10 +89,15 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_metrics(toy_run, tmp_
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
-    assert len(read_jsonl(run_dir / "metrics.jsonl")) < 10
+    killed = read_jsonl(run_dir / "metrics.jsonl")
+    assert len(killed) < 10
     done = subprocess.run(cmd + ["--resume"], env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    _same(read_jsonl(run_dir / "metrics.jsonl"), reference)
+    resumed = read_jsonl(run_dir / "metrics.jsonl")
+    _same(resumed, reference)
+    # resumed, not trained again from step 0 (which would log the same metrics): the rows before the
+    # checkpoint are the killed run's own, timings included (only its last row may be past the checkpoint)
+    assert resumed[:len(killed) - 1] == killed[:-1]
     assert read_jsonl(run_dir / "eval.jsonl") == read_jsonl(toy_run[0] / "eval.jsonl")
 
 
