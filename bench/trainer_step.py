@@ -16,7 +16,12 @@ of the decoder) and is compared with TRL's GRPOTrainer given the same `peft_conf
 run unchanged, with that one argument added, on the same model, steps and geometry: each row checks
 that both sides ran the setup asked for), and with rlvr's fp32 full fine-tuning row of the same run.
 Each row gives both sides' mean generated tokens per step: a trainer that generates longer
-completions does more work, so a row where the two differ much is not like for like.
+completions does more work, so a row where the two differ much is not like for like. TRL runs the
+forward and backward of every group, also of a group whose completions all got the same reward (its
+advantages are 0); rlvr skips those by default (`skip_zero_variance`), which is less work, not a
+faster step. So rlvr trains every group here too, unless `--skip-zero-variance` asks for its default;
+each row says which and gives the share of groups rlvr skipped (`rlvr_skipped_group_frac`). Both sides' figures
+leave out the first step (warm-up): the wall seconds and the process CPU seconds alike.
 `--repeats N` runs each side N times per row, alternating which goes first, and reports the
 median of the N paired ratios (on a shared machine, drift then hits both sides alike).
 
@@ -90,7 +95,7 @@ def run_rlvr_worker(args) -> dict:
         model=args.model, env="bench/PeerSum-v0", steps=args.steps, prompts_per_step=args.P, group_size=args.G,
         max_new_tokens=args.L, threads=args.threads, lr=1e-6, beta=0.0, aggregation="token-mean", epsilon_low=0.2, epsilon_high=0.2,
         temperature=1.0, scale_rewards="group", std="sample", mu=1, max_grad_norm=1.0, progress=False,
-        autocast="off", sample_dtype=args.sample_dtype,
+        autocast="off", sample_dtype=args.sample_dtype, skip_zero_variance=bool(args.skip_zero_variance),
         lora={"rank": args.lora_rank, "alpha": 2 * args.lora_rank} if args.lora_rank else None,
     )
     def cpu_s() -> float:
@@ -110,7 +115,7 @@ def run_rlvr_worker(args) -> dict:
     res = {
         "trainer": "rlvr", "model": args.model, "step_s": [round(s, 3) for s in step_s],
         "median_step_s_excl_first": round(statistics.median(steady), 3),
-        "median_step_cpu_s": round(statistics.median(step_cpu[1:] or step_cpu), 3),
+        "step_cpu_s": [round(c, 3) for c in step_cpu],
         "median_sampling_s": round(statistics.median([r["gen_s"] for r in records][1:] or [records[0]["gen_s"]]), 3),
         "peak_rss_during_train_mb": round(sampler.peak_mb, 1), "rss_after_load_mb": round(rss_after_load, 1),
         "zero_var_frac": [r["zero_var_frac"] for r in records],
@@ -164,7 +169,7 @@ def _side(runs: list[dict], expect: dict) -> dict:
     med = statistics.median
     return {
         "s_per_step": med(r["median_step_s_excl_first"] for r in runs),
-        "cpu_s_per_step": med(r["median_step_cpu_s"] for r in runs),
+        "cpu_s_per_step": round(med(med(r["step_cpu_s"][1:] or r["step_cpu_s"]) for r in runs), 3),  # no warm-up
         "peak_rss_mb": med(r["peak_rss_during_train_mb"] for r in runs),
         "tokens_per_step": round(med(statistics.fmean(r["gen_tokens_per_step"]) for r in runs), 1),
         "step_s": [r["step_s"] for r in runs],
@@ -192,6 +197,9 @@ def main(argv=None) -> int:
     p.add_argument("-L", type=int, default=32, help=argparse.SUPPRESS)
     p.add_argument("--sample-dtype", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--lora-rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--skip-zero-variance", type=int, default=0,
+                   help="1: rlvr skips the groups whose rewards are all equal (its default; TRL trains them), "
+                        "0 (default here): it trains every group, as TRL does")
     p.add_argument("--rank", type=int, default=16, help="LoRA rank of the lora variant (both trainers)")
     p.add_argument("--variants", default="fp32,bf16-sampling,lora",
                    help="rlvr settings to measure: fp32 (TRL's precision throughout), bf16-sampling "
@@ -221,7 +229,8 @@ def main(argv=None) -> int:
             if lora:
                 trl_cmd = [sys.executable, __file__, "--trl-peft-worker", str(args.rank), *peer_args]
             ours_cmd = [sys.executable, __file__, "--worker", "--model", c["model"], *geometry, "-L", str(c["L"]),
-                        "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant], *lora]
+                        "--steps", str(args.steps), "--sample-dtype", VARIANTS[variant], *lora,
+                        "--skip-zero-variance", str(args.skip_zero_variance)]
             load = [round(os.getloadavg()[0], 2)]
             t0 = time.perf_counter()
             ours_runs, trl_runs = [], [] if lora else trl_full_runs
@@ -254,6 +263,8 @@ def main(argv=None) -> int:
                 "cpu_ratio": round(ours["cpu_s_per_step"] / trl["cpu_s_per_step"], 3),
                 "rlvr_sampling_s": statistics.median(r["median_sampling_s"] for r in ours_runs),
                 "trl_generate_s": round(statistics.median(r["total_generate_s"] / len(r["step_s"]) for r in trl_runs), 3),
+                "rlvr_skip_zero_variance": bool(args.skip_zero_variance),
+                "rlvr_skipped_group_frac": round(statistics.fmean(f for r in ours_runs for f in r["zero_var_frac"]), 3),
                 "load_avg": load,
             }
             if variant == "fp32":
