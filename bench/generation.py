@@ -7,7 +7,10 @@ group size, temperature, top-p and per-prompt seeds; no stop ids, so every compl
 `--max-new-tokens` and both produce the same number of tokens. The local sampler runs as training
 runs it (inside `packed_linears`); both run on the same `--threads` torch threads (the vLLM
 generator keeps the process's thread count). One untimed warm-up call each, then `--repeats`
-timed calls, alternating; the ratio is the median of each pair's vLLM / local ratio.
+timed calls, alternating; the ratio is the median of each pair's vLLM / local ratio. vLLM's prefix
+cache is emptied (untimed) before each timed call and each episode run, as a training step's weight
+sync empties it: otherwise every call after the warm-up would find its prompts already computed,
+while the local sampler computes them every time.
 
 Multi-turn rows (`--episodes`): whole tool episodes through the one episode loop
 (`trainer/rollout.rollout`) with each generator, on bench/multiturn.py's LongToolMath env (a
@@ -88,6 +91,7 @@ def episode_rates(model, tok, local, engine, args) -> tuple[float, float, float]
                 with packed_linears(model, rows=args.prompts * args.group):
                     groups, rate, line = play(local, r)
             else:
+                engine.llm.reset_prefix_cache()  # cold, as after a step's weight sync (within a run, turns share it)
                 groups, rate, line = play(engine, r)
                 vllm_groups = groups
             rates[name].append(rate)
@@ -160,6 +164,8 @@ def main(argv=None) -> int:
         return engine.sample(prompts, settings, seeds)
 
     def timed(fn, seeds):
+        if fn is run_vllm:
+            engine.llm.reset_prefix_cache()  # untimed: the prompts must not be cached from the call before
         start = time.perf_counter()
         out = fn(seeds)
         seconds = time.perf_counter() - start
