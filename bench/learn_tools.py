@@ -8,7 +8,9 @@ accuracy on 200 held-out prompts (no worked examples in the prompt) before and a
 share of correct answers whose episode called the tool. Needs Docker (the sandbox).
 
     python bench/learn_tools.py [--minutes 30] [--run-dir runs/learn_tools] [--set key=value ...]
-Ends with `RESULT {"accuracy_before": ..., "accuracy_after": ..., "tool_use_among_correct": ..., "minutes": ...}`.
+One seed a run: `--set seed=1` (the config's seed, 0, by default).
+Ends with `RESULT {"seed": ..., "accuracy_before": ..., "accuracy_after": ..., "tool_use_among_correct": ...,
+"minutes": ...}`.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
     print(f"evals: {evals}")
     print(f"training {train_minutes:.1f} min over {len(records)} steps; wall incl. evals {wall / 60:.1f} min; "
           f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    print("RESULT " + json.dumps({"accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
+    print("RESULT " + json.dumps({"seed": config.seed, "accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
                                   "tool_use_among_correct": evals[-1]["tool_use_among_correct"],
                                   "minutes": round(train_minutes, 1)}))
     return 0

@@ -17,8 +17,11 @@ turn by turn with the episode's ids encoded again each turn (the loop's `TurnByT
 the local sampler, as a generator with only `sample` gets), what a rollout without a carried
 cache costs.
 
-Tokens counted: every token after the prompt (sampled and env). Medians over `--repeats` runs,
-alternating; the ratio is the median of each run's paired ratio (both measured back to back).
+Tokens counted: every token after the prompt (sampled and env): the episodes feed the env's tokens
+as one prefill, the peer decodes all of its tokens, so the ratio is what a multi-turn rollout costs
+against single-turn sampling of as long a sequence, not a decoding speed. Medians over `--repeats`
+runs; each run plays the episodes first and then the single-turn sampling (its length comes from the
+episodes), and the ratio is the median of each run's paired ratio (both measured back to back).
 Ends with `RESULT {"selfcheck": {"multiturn_tokens_per_s": ..., "singleturn_tokens_per_s": ...,
 "ratio": ...}, "tool": {...}}`.
 """
