@@ -78,8 +78,13 @@ def test_reference_is_the_base_model_with_adapters_disabled(lora_run):
 
 def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
     """On a CPU in fp32 the trainer samples through one packed copy per LoRA layer of its merged weight
-    W + (alpha / rank) B A: each layer computes exactly that, and the tokens sampled (same seeds) are the
-    tokens sampled through the base layers and adapters unpacked."""
+    W + (alpha / rank) B A: each layer computes exactly that, and sampling through it draws from the
+    unpacked model's distribution: every drawn token's log-prob is the one the base layers and adapters
+    give it, and (same seeds) nearly every completion is the unpacked sampler's, token for token.
+
+    Not every one: the packed product rounds differently in the last bits (oneDNN's kernels depend on
+    the CPU), so a uniform number that falls within that rounding of a bucket's edge picks the
+    neighbouring token (seen on one host: one token in 256, ids 23387 and 23388)."""
     trainer, _, _, _ = lora_run
     model, tok = trainer.model, trainer.tokenizer
     layers = [m for m in model.modules() if hasattr(m, "lora_B") and hasattr(m, "base_layer")]
@@ -100,11 +105,19 @@ def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
     with trainer._packed(trainer.sample_bf16, rows=32):
         packed = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
     assert not any("forward" in vars(m) for m in model.modules())  # unpacked again
+    for g in packed:  # the unpacked model's log-prob of each token the packed sampler drew
+        width = max(map(len, g.completion_ids))
+        ids = torch.zeros((len(g.completion_ids), width), dtype=torch.long)
+        mask = torch.zeros((len(g.completion_ids), width))
+        for i, c in enumerate(g.completion_ids):
+            ids[i, :len(c)], mask[i, :len(c)] = torch.tensor(c), 1.0
+        with torch.no_grad():
+            logp, _ = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask)
+        for i, sampled in enumerate(g.sample_logps):
+            assert logp[i, :len(sampled)].tolist() == pytest.approx(sampled, abs=1e-4)
     dense = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
-    assert [g.completion_ids for g in packed] == [g.completion_ids for g in dense]
-    for p, d in zip(packed, dense):
-        for lp_p, lp_d in zip(p.sample_logps, d.sample_logps):
-            assert lp_p == pytest.approx(lp_d, abs=1e-4)
+    rows = [(p, d) for gp, gd in zip(packed, dense) for p, d in zip(gp.completion_ids, gd.completion_ids)]
+    assert len(rows) == 32 and sum(p == d for p, d in rows) >= 30, rows
 
 
 def test_lora_run_resumes_exactly_from_an_adapter_checkpoint(lora_run, tmp_path):
