@@ -18,10 +18,10 @@ that both sides ran the setup asked for), and with rlvr's fp32 full fine-tuning 
 Each row gives both sides' mean generated tokens per step: a trainer that generates longer
 completions does more work, so a row where the two differ much is not like for like. TRL runs the
 forward and backward of every group, also of a group whose completions all got the same reward (its
-advantages are 0); rlvr skips those by default (`skip_zero_variance`), which is less work, not a
-faster step. So rlvr trains every group here too, unless `--skip-zero-variance` asks for its default;
-each row says which and gives the share of groups rlvr skipped (`rlvr_skipped_group_frac`). Both sides' figures
-leave out the first step (warm-up): the wall seconds and the process CPU seconds alike.
+advantages are 0); rlvr skips those by default (`skip_zero_variance`): a saving for its users, but not
+the work TRL's step does. So rlvr trains every group here too, unless `--skip-zero-variance 1` asks for
+its default; each row says which and gives the share of groups rlvr skipped (`rlvr_skipped_group_frac`).
+Both sides' figures leave out the first step (warm-up): the wall seconds and the process CPU seconds.
 `--repeats N` runs each side N times per row, alternating which goes first, and reports the
 median of the N paired ratios (on a shared machine, drift then hits both sides alike).
 
