@@ -45,11 +45,11 @@ def test_single_turn_pass_at_k(llama_server, tmp_path, capsys):
     assert "error" not in out["reasons"]
     # pass@k from the episodes the server played, counted here: with n = 2, pass@1 is c / 2 and pass@2 is
     # whether any of a task's two was correct
+    episodes = [json.loads(line) for line in samples.read_text().splitlines()]
     correct = Counter()
-    for line in samples.read_text().splitlines():
-        sample = json.loads(line)
+    for sample in episodes:
         correct[sample["task_id"]] += sample["correct"]
-    assert len(correct) == 3 and sum(1 for _ in samples.read_text().splitlines()) == 6
+    assert len(episodes) == 6 and len(correct) == 3 and set(out["pass_at"]) == {"pass@1", "pass@2"}
     assert out["pass_at"]["pass@1"] == pytest.approx(sum(c / 2 for c in correct.values()) / 3)
     assert out["pass_at"]["pass@2"] == pytest.approx(sum(c > 0 for c in correct.values()) / 3)
 
