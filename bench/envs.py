@@ -16,7 +16,9 @@
    gymnasium loop, `reset` + `step` once per completion. Both score the same 512
    completions: for each problem the gold answer boxed, two rewritten but equivalent forms,
    three other problems' answers, an unboxed answer and a hedge. The math verifier caches
-   symbolic verdicts per process, so the cache is cleared before each timed pass.
+   symbolic verdicts per process, so the cache is cleared before each timed pass. Each round
+   times both arms back to back (the order alternating); the figures are medians of the rounds
+   and the speedup is the median of each round's own ratio.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from rlvr.envs import score_groups
 from rlvr.envs import tasks_reasoning_gym as rg
 from rlvr.registry import env_entries
 
-PROMPTS, GROUP, ROUNDS = 64, 8, 3
+PROMPTS, GROUP, ROUNDS = 64, 8, 5
 IMPORTS, ITEMS = 5, 4  # fresh interpreters per import timing; items per reasoning-gym env
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
@@ -136,13 +138,13 @@ def main() -> int:
     n = PROMPTS * GROUP
 
     score_groups(envs, batch)  # start the worker pool (and warm imports) before timing
-    batched, sequential = [], []
-    for _ in range(ROUNDS):
+    def batched_pass() -> tuple[float, list]:
         math_verifier._cache.clear()
         start = time.perf_counter()
         grouped = score_groups(envs, batch)
-        batched.append(time.perf_counter() - start)
+        return time.perf_counter() - start, grouped
 
+    def sequential_pass() -> tuple[float, list]:
         math_verifier._cache.clear()
         start = time.perf_counter()
         stepped = []
@@ -153,17 +155,29 @@ def main() -> int:
                 _, reward, _, _, info = env.step(completion)
                 row.append((reward, info))
             stepped.append(row)
-        sequential.append(time.perf_counter() - start)
+        return time.perf_counter() - start, stepped
+
+    batched, sequential = [], []
+    for round_ in range(ROUNDS):
+        if round_ % 2:
+            (s_time, stepped), (b_time, grouped) = sequential_pass(), batched_pass()
+        else:
+            (b_time, grouped), (s_time, stepped) = batched_pass(), sequential_pass()
+        batched.append(b_time)
+        sequential.append(s_time)
         if [[r for r, _ in row] for row in grouped] != [[r for r, _ in row] for row in stepped]:
             print("batched and sequential rewards differ", file=sys.stderr)
             return 1
 
     correct = sum(info["correct"] for row in grouped for _, info in row)
-    batched_rate, sequential_rate = n / min(batched), n / min(sequential)
-    print(f"{PROMPTS} prompts x {GROUP} completions, best of {ROUNDS}; {correct}/{n} scored correct")
-    print(f"batched (score_groups): {min(batched):.3f} s, {batched_rate:.0f} completions/s")
-    print(f"sequential (step):      {min(sequential):.3f} s, {sequential_rate:.0f} completions/s")
-    print(f"speedup: {batched_rate / sequential_rate:.2f}x")
+    batched_s, sequential_s = statistics.median(batched), statistics.median(sequential)
+    batched_rate, sequential_rate = n / batched_s, n / sequential_s
+    speedup = statistics.median(s / b for b, s in zip(batched, sequential))
+    print(f"{PROMPTS} prompts x {GROUP} completions, median of {ROUNDS} paired rounds; {correct}/{n} scored correct")
+    print(f"batched (score_groups): {batched_s:.3f} s, {batched_rate:.0f} completions/s")
+    print(f"sequential (step):      {sequential_s:.3f} s, {sequential_rate:.0f} completions/s")
+    print(f"speedup: {speedup:.2f}x (median of the rounds' ratios: "
+          f"{', '.join(f'{s / b:.2f}' for b, s in zip(batched, sequential))})")
     print("RESULT " + json.dumps({
         "env_ids": env_ids,
         "import_s": round(import_s, 3),
@@ -176,7 +190,7 @@ def main() -> int:
            for key in ("items_per_s", "peer_items_per_s", "completions_per_s", "peer_completions_per_s")},
         "batched_completions_per_s": round(batched_rate, 1),
         "sequential_completions_per_s": round(sequential_rate, 1),
-        "speedup": round(batched_rate / sequential_rate, 2),
+        "speedup": round(speedup, 2),
         "load_avg": round(os.getloadavg()[0], 2),
     }))
     return 0

@@ -10,13 +10,16 @@ generator keeps the process's thread count). One untimed warm-up call each, then
 timed calls, alternating; the ratio is the median of each pair's vLLM / local ratio. vLLM's prefix
 cache is emptied (untimed) before each timed call and each episode run, as a training step's weight
 sync empties it: otherwise every call after the warm-up would find its prompts already computed,
-while the local sampler computes them every time.
+while the local sampler computes them every time. vLLM runs as rlvr builds it: eager
+(`enforce_eager=True`, no torch.compile or CUDA graphs), prefix caching on, chunked prefill off
+on CPU.
 
 Multi-turn rows (`--episodes`): whole tool episodes through the one episode loop
 (`trainer/rollout.rollout`) with each generator, on bench/multiturn.py's LongToolMath env (a
 look-up tool whose reply is ~830 tokens; pure Python): the local sampler carries its KV cache
 across turns, vLLM re-submits each episode's ids (prefix caching). Tokens counted: the sampled
-ones (the env's are not), per second of the whole loop.
+ones (the env's are not), per second of the whole loop; the ratio is again the median of each
+run's own vLLM / local ratio (the order alternating).
 
 Also reported: the mean absolute difference between the log-probs each generator returns and the
 trainer's recomputation (`group_logprobs` at the sampling temperature) of the same tokens.
@@ -55,8 +58,9 @@ def trainer_diff(model, sampled, temperature: float) -> float:
     return total / count
 
 
-def episode_rates(model, tok, local, engine, args) -> tuple[float, float, float]:
-    """Sampled tokens/s of tool episodes through the episode loop: (local, vLLM, mean |vLLM - trainer| log-prob)."""
+def episode_rates(model, tok, local, engine, args) -> tuple[float, float, list[float], float]:
+    """Sampled tokens/s of tool episodes through the episode loop: (local, vLLM, each run's vLLM / local,
+    mean |vLLM - trainer| log-prob)."""
     import torch
 
     from rlvr.trainer.generation import eos_ids
@@ -110,7 +114,8 @@ def episode_rates(model, tok, local, engine, args) -> tuple[float, float, float]
                     if weight:
                         total += abs(logp[row, k].item() - returned[k])
                         count += 1
-    return statistics.median(rates["local"]), statistics.median(rates["vllm"]), total / count
+    paired = [v / lo for v, lo in zip(rates["vllm"], rates["local"])]
+    return statistics.median(rates["local"]), statistics.median(rates["vllm"]), paired, total / count
 
 
 def main(argv=None) -> int:
@@ -194,9 +199,11 @@ def main(argv=None) -> int:
               "paired_ratios": [round(v / lo, 3) for v, lo in zip(vllm_rates, local_rates)]}
     print(f"mean |log-prob - trainer's recomputation|: vLLM {diff_vllm:.2e}, local {diff_local:.2e} nats/token")
     if not args.no_episodes:
-        ep_local, ep_vllm, ep_diff = episode_rates(model, tok, local, engine, args)
+        ep_local, ep_vllm, ep_paired, ep_diff = episode_rates(model, tok, local, engine, args)
         result["episodes"] = {"local_tokens_per_s": round(ep_local, 2), "vllm_tokens_per_s": round(ep_vllm, 2),
-                              "ratio": round(ep_vllm / ep_local, 3), "mean_abs_logprob_diff": float(f"{ep_diff:.3g}")}
+                              "ratio": round(statistics.median(ep_paired), 3),
+                              "paired_ratios": [round(r, 3) for r in ep_paired],
+                              "mean_abs_logprob_diff": float(f"{ep_diff:.3g}")}
     load_after = os.getloadavg()
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} CPUs; "
           f"{args.threads} torch thread(s); T={args.temperature}, top_p={args.top_p}")

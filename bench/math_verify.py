@@ -18,8 +18,10 @@ that peer is the headline, the one against plain calls is printed beside it.
 
 CPU time counts everything: for rlvr, the calling process plus the CPU its worker processes
 spent on the pairs (a pair that hits the 5 s limit is charged the whole 5 s, since its killed
-worker's own count is lost; such pairs are counted and printed); pool start-up and
-math-verify's first call are excluded for both. Ends with one RESULT line.
+worker's own count is lost; such pairs are counted and printed). Warm-up is excluded for both
+and is the same: rlvr's pool start-up, whose worker zygote grades a few pairs (`_WARM_UP`) to
+warm sympy before it forks, and, for math-verify, a first call and then the same pairs.
+Ends with one RESULT line.
 
     python bench/math_verify.py                 # full run
     python bench/math_verify.py --gsm8k 100 --math500 100
@@ -130,8 +132,14 @@ def score_mathverify(corpora: dict[str, list[dict]], cache_gold: bool) -> dict:
 
     from math_verify import parse, verify
 
+    from rlvr.verifiers.math.worker import _WARM_UP  # what rlvr's workers run before they fork
+
     logging.disable(logging.WARNING)
-    verify(parse("\\boxed{\\frac{1}{2}}"), parse("so $\\boxed{0.5}$"))  # first call: not timed
+    # Not timed: the first call, then the pairs rlvr's worker zygote warms sympy with before the
+    # pool starts (lazy sympy imports and caches that the timed pairs would otherwise pay for).
+    verify(parse("\\boxed{\\frac{1}{2}}"), parse("so $\\boxed{0.5}$"))
+    for answer, reference in _WARM_UP:
+        verify(parse("\\boxed{" + reference + "}"), parse(f"${answer}$"))
     out = {}
     for name, pairs in corpora.items():
         cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -10,8 +10,10 @@ Requests of three kinds are interleaved, each client cycling through them:
 Half the items of every batch are right and half wrong, so every response can be checked:
 a wrong score, a non-200 status or a transport failure counts as an error. The peer,
 measured in the same run on the same batches, is the same scoring done in-process
-(`score_items`, one batch after another), which is what an adapter pays without HTTP;
-`ratio_vs_in_process` is items/s over HTTP divided by items/s in-process.
+(`score_items`), which is what an adapter pays without HTTP. It scores the batches with as
+many at once as the server (`--max-concurrency` threads, as the server's limiter runs them):
+`ratio_vs_in_process` is items/s over HTTP divided by items/s in-process at that concurrency.
+The same batches scored one after another are reported beside it (`in_process_serial_items_per_s`).
 
 The run is bounded: M requests per client, and `--max-seconds` after which the clients
 stop early. The server is stopped with SIGTERM at the end and must exit 0.
@@ -152,23 +154,37 @@ async def run_clients(url: str, batches: dict[str, list[list[dict]]], clients: i
     return latencies, errors, sent, elapsed
 
 
-def in_process(batches: dict[str, list[list[dict]]]) -> tuple[float, int, int]:
-    """The peer: the same batches scored in this process through the same engine, no HTTP."""
+def in_process(batches: dict[str, list[list[dict]]], concurrency: int) -> tuple[float, int, int]:
+    """The peer: the same batches scored in this process through the same engine, no HTTP,
+    `concurrency` batches at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from rlvr.integrations.scoring import Item, score_items
 
     def items(kind, raw):
         return [Item(completion=i["completion"], reference=i.get("reference"), fields=i.get("fields", {}),
                      verifier=REQUEST[kind]["verifier"], options=REQUEST[kind].get("options", {})) for i in raw]
 
+    def wrong(kind, raw) -> bool:
+        return [r["score"] for r in score_items(items(kind, raw))] != expected(raw)
+
     for kind in batches:
         score_items(items(kind, batches[kind][0]))  # warm-up, not counted, as for the server
-    errors = count = 0
+    work = [(kind, raw) for kind, kind_batches in batches.items() for raw in kind_batches]
     started = time.perf_counter()
-    for kind, kind_batches in batches.items():
-        for raw in kind_batches:
-            errors += [r["score"] for r in score_items(items(kind, raw))] != expected(raw)
-            count += len(raw)
-    return time.perf_counter() - started, errors, count
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        errors = sum(pool.map(lambda job: wrong(*job), work))
+    return time.perf_counter() - started, errors, sum(len(raw) for _, raw in work)
+
+
+def in_fresh_process(batches: dict[str, list[list[dict]]], concurrency: int) -> tuple[float, int, int]:
+    """`in_process` in a fresh interpreter, so that neither in-process arm reuses the verdict and
+    parse caches the other filled (the server, too, is its own process)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(in_process, batches, concurrency).result()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -209,9 +225,10 @@ def main(argv=None) -> dict:
         print(f"server exited with status {code} after SIGTERM", file=sys.stderr)
 
     done = {kind: batches[kind][:max(1, len(latencies[kind]))] for kind in KINDS}
-    peer_s, peer_errors, peer_items = in_process(done)
+    peer_s, peer_errors, peer_items = in_fresh_process(done, args.max_concurrency)
+    serial_s, serial_errors, _ = in_fresh_process(done, 1)
     items_http = sum(len(b) for kind in KINDS for b in done[kind]) / elapsed
-    items_peer = peer_items / peer_s
+    items_peer, items_serial = peer_items / peer_s, peer_items / serial_s
     ms = {kind: [1000 * x for x in latencies[kind]] for kind in KINDS}
     result = {
         "clients": args.clients,
@@ -225,7 +242,9 @@ def main(argv=None) -> dict:
         "batch": {"math": args.batch, "format": args.batch, "code": args.code_batch},
         "items_per_s": round(items_http, 1),
         "in_process_items_per_s": round(items_peer, 1),
-        "in_process_errors": peer_errors,
+        "in_process_concurrency": args.max_concurrency,
+        "in_process_serial_items_per_s": round(items_serial, 1),
+        "in_process_errors": peer_errors + serial_errors,
         "ratio_vs_in_process": round(items_http / items_peer, 3),
         "seconds": round(elapsed, 1),
         "cpu_count": os.cpu_count(),
@@ -237,7 +256,8 @@ def main(argv=None) -> dict:
             print(f"  {kind:<7} {len(ms[kind])} requests, p50 {result['p50_ms'][kind]} ms, "
                   f"p99 {result['p99_ms'][kind]} ms, {errors[kind]} errors")
     print(f"  HTTP {result['items_per_s']} items/s; in-process {result['in_process_items_per_s']} items/s "
-          f"(same batches, same engine); ratio {result['ratio_vs_in_process']}")
+          f"(same batches, same engine, {args.max_concurrency} at once; one at a time: "
+          f"{result['in_process_serial_items_per_s']} items/s); ratio {result['ratio_vs_in_process']}")
     print("RESULT " + json.dumps(result))
     return result
 

@@ -44,6 +44,7 @@ class TrainConfig:
     vllm_max_model_len: int = 2048  # the longest prompt + episode the engine holds
     vllm_gpu_memory_utilization: float = 0.3  # CUDA: the share of GPU memory the engine may take
     vllm_sleep: bool = False  # CUDA: free the engine's memory during the optimizer step (vLLM's sleep mode)
+    vllm_enforce_eager: bool = True  # False: torch.compile and CUDA graphs (slower start, faster decoding on GPU)
     # multi-turn envs (trainer/episodes.py): max_new_tokens is per assistant turn
     max_episode_tokens: int = 512  # tokens after the prompt (sampled + env) before an episode is cut
     episode_return: str = "final"  # an episode's reward: "final" (its last reward) or "sum" (of its turn rewards)

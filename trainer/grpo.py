@@ -193,7 +193,8 @@ class GRPOTrainer:
 
         return VLLMGenerator(self.model, self.tokenizer, max_model_len=cfg.vllm_max_model_len,
                              kv_cache_gib=cfg.vllm_kv_cache_gib, seed=cfg.seed, sleep=cfg.vllm_sleep,
-                             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
+                             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                             enforce_eager=cfg.vllm_enforce_eager)
 
     def _time_fraction(self) -> float:
         """The share of max_minutes trained so far (0 without a time budget), for the lr schedule."""

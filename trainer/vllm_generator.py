@@ -106,6 +106,9 @@ class VLLMGenerator:
             engine_args = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 4096),
                            **engine_args}
 
+        # Eager by default: no torch.compile or CUDA graph capture at start-up (what the tests and
+        # bench/generation.py measure); `enforce_eager=False` among the engine args turns them on.
+        engine_args = {"enforce_eager": True, **engine_args}
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
         folder = export_model(model, tokenizer, folder or self._tmp.name)
         dtype = dtype or next(model.parameters()).dtype
@@ -115,7 +118,7 @@ class VLLMGenerator:
         try:
             self.llm = LLM(model=folder, tokenizer=folder, dtype=dtype, seed=seed, max_model_len=max_model_len,
                            kv_cache_memory_bytes=int(kv_cache_gib * 2**30), enable_prefix_caching=True,
-                           logprobs_mode="processed_logprobs", enforce_eager=True, enable_sleep_mode=sleep,
+                           logprobs_mode="processed_logprobs", enable_sleep_mode=sleep,
                            gpu_memory_utilization=gpu_memory_utilization, **engine_args)
         finally:
             # Else the trainer's forward and backward would run on whatever threads the engine left.
