@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import pytest
@@ -35,23 +36,35 @@ def test_a_replys_token_logprobs_are_read_or_left_out(choice, expected):
     assert _token_logprobs(choice) == expected
 
 
+# One-digit sums with the `make run` recipe's one-line system prompt, unboxed answers accepted: SmolLM2
+# gets some right, and the server samples the same episodes every run (each request carries its seed).
+SOLVABLE = ["--env-arg", "digits=1", "--env-arg", 'ops="+"', "--env-arg", "require_boxed=false", "--env-arg",
+            'system_prompt="Answer in one line: write the sum, then its value in \\\\boxed{}. '
+            'Example: 12 + 30 = \\\\boxed{42}"']
+
+
 def test_single_turn_pass_at_k(llama_server, tmp_path, capsys):
-    samples = tmp_path / "samples.jsonl"
+    samples, n, tasks = tmp_path / "samples.jsonl", 4, 6
     code = main(["eval", "--env", "rlvr/Arithmetic-v0", "--endpoint", llama_server.url, "--model", llama_server.model,
-                 "--limit", "3", "-n", "2", "-k", "1,2", "--temperature", "0.8", "--max-new-tokens", "24",
-                 "--concurrency", "2", "--output", str(samples), "--json", "--no-progress"])
+                 "--limit", str(tasks), "-n", str(n), "-k", "1,2,4", "--temperature", "1.0", "--max-new-tokens", "28",
+                 "--concurrency", "2", "--output", str(samples), "--json", "--no-progress", *SOLVABLE])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["items"] == 3 and out["n"] == 2
+    assert code == 0 and out["items"] == tasks and out["n"] == n
     assert "error" not in out["reasons"]
-    # pass@k from the episodes the server played, counted here: with n = 2, pass@1 is c / 2 and pass@2 is
-    # whether any of a task's two was correct
+    # pass@k from the episodes the server played, counted here with the unbiased estimator
+    # 1 - C(n - c, k) / C(n, k) per task, averaged over tasks
     episodes = [json.loads(line) for line in samples.read_text().splitlines()]
     correct = Counter()
     for sample in episodes:
         correct[sample["task_id"]] += sample["correct"]
-    assert len(episodes) == 6 and len(correct) == 3 and set(out["pass_at"]) == {"pass@1", "pass@2"}
-    assert out["pass_at"]["pass@1"] == pytest.approx(sum(c / 2 for c in correct.values()) / 3)
-    assert out["pass_at"]["pass@2"] == pytest.approx(sum(c > 0 for c in correct.values()) / 3)
+    assert len(episodes) == n * tasks and len(correct) == tasks and set(out["pass_at"]) == {"pass@1", "pass@2", "pass@4"}
+    # the case is only a test if some tasks are solved by some samples and not others (else every pass@k is 0,
+    # 1 or equal)
+    assert any(0 < c < n for c in correct.values()), correct
+    for k in (1, 2, 4):
+        expected = sum(1 - math.comb(n - c, k) / math.comb(n, k) for c in correct.values()) / tasks
+        assert out["pass_at"][f"pass@{k}"] == pytest.approx(expected), k
+    assert out["pass_at"]["pass@1"] < out["pass_at"]["pass@2"] < out["pass_at"]["pass@4"]
 
 
 def test_multi_turn_episodes_run_every_turn(llama_server, tmp_path, capsys):
