@@ -143,5 +143,7 @@ def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(make):
     outcome = (reward, done, truncated, info.get("ended_by"), info.get("score", {}).get("reason"))
     assert outcome == (0.0, False, True, "error", ERROR)  # never a 0 the model earned: the trainer leaves it out
     assert "slow_nap failed in its server" in info["score"]["info"]["tool"]
-    assert elapsed < 3 + 60  # bounds a hang on a loaded machine; not a speed test
+    # the call was cut at tool_timeout=3, not at the default 60 s nor at once (8 s here beside a CI run:
+    # the slack is for a loaded machine, not a speed test)
+    assert 3 <= elapsed < 3 + 20
     assert _servers() == [] and _runtime_dirs() == before
