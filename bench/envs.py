@@ -40,7 +40,7 @@ from rlvr.envs import score_groups
 from rlvr.envs import tasks_reasoning_gym as rg
 from rlvr.registry import env_entries
 
-PROMPTS, GROUP, ROUNDS = 64, 8, 5
+PROMPTS, GROUP, ROUNDS = 64, 8, 21  # a pass takes ~50 ms: many rounds for a stable median
 IMPORTS, ITEMS = 5, 4  # fresh interpreters per import timing; items per reasoning-gym env
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 

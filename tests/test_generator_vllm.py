@@ -73,6 +73,13 @@ def test_engine_leaves_the_trainers_threads(engine):
 
 
 @needs_vllm
+def test_the_engine_runs_eager_as_measured(engine):
+    """What the tests and bench/generation.py measure: no torch.compile, no CUDA graphs, unless the run
+    asks (`vllm_enforce_eager: false`)."""
+    assert engine[2].llm.llm_engine.vllm_config.model_config.enforce_eager is True
+
+
+@needs_vllm
 def test_sampled_logprobs_are_the_trainers(engine):
     from rlvr.trainer.generator import SamplingSettings
 
