@@ -15,6 +15,7 @@ import os
 
 import pytest
 import torch
+from padded import padded
 
 MISSING = "vllm is not installed (`make install-vllm` builds .venv-vllm with it)"
 if os.environ.get("RLVR_REQUIRE_VLLM") == "1" and importlib.util.find_spec("vllm") is None:
@@ -47,9 +48,7 @@ def engine():
 def _trainer_logprobs(model, prompt: list[int], completions: list[list[int]], temperature: float = 1.0):
     from rlvr.trainer.logprobs import group_logprobs
 
-    width = max(map(len, completions))
-    ids = torch.tensor([c + [0] * (width - len(c)) for c in completions])
-    mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
+    ids, mask = padded(completions)
     with torch.no_grad():
         logp = group_logprobs(model, torch.tensor(prompt), ids, mask, temperature=temperature)[0]
     return [logp[i, :len(c)].tolist() for i, c in enumerate(completions)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import require_docker
+from padded import padded
 
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
@@ -115,9 +116,7 @@ def assert_sampler_logps_are_the_trainers(groups, model):
 
     worst = 0.0
     for g in groups:
-        width = max(map(len, g.completion_ids))
-        ids = torch.tensor([c + [0] * (width - len(c)) for c in g.completion_ids])
-        mask = torch.tensor([w + [0] * (width - len(w)) for w in g.weights], dtype=torch.float32)
+        ids, mask = padded(g.completion_ids, g.weights)
         with torch.no_grad():
             logp = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask, temperature=0.7)[0]
         for i, (w, sampled) in enumerate(zip(g.weights, g.sample_logps)):

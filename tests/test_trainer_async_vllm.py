@@ -23,6 +23,7 @@ if os.environ.get("RLVR_REQUIRE_VLLM") == "1" and MISSING:
                 pytrace=False)
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not installed")
 
+from padded import padded  # noqa: E402
 from test_generator_vllm import TOL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,9 +81,7 @@ def _trainer_logprobs(trainer, state: dict, group) -> list[list[float]]:
 
     lora.load_adapter_state(trainer.model, state)
     completions = group.completion_ids
-    width = max(map(len, completions))
-    ids = torch.tensor([c + [0] * (width - len(c)) for c in completions])
-    mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in completions])
+    ids, mask = padded(completions)
     with torch.no_grad():
         logp = group_logprobs(trainer.model, torch.tensor(group.prompt_ids), ids, mask,
                               temperature=trainer.config.temperature)[0]

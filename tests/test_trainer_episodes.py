@@ -4,6 +4,7 @@
 import gymnasium as gym
 import pytest
 import torch
+from padded import padded
 
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import SELF_CHECK, MathSelfCheckEnv
@@ -72,12 +73,7 @@ def test_trained_ids_are_the_sampled_ids(tiny):
     equals the training forward's on the stored ids: same ids, same context, no re-encoding drift."""
     model, tok = tiny
     for g in episodes(tiny):
-        width = max(map(len, g.completion_ids))
-        ids = torch.zeros((len(g.completion_ids), width), dtype=torch.long)
-        mask = torch.zeros((len(g.completion_ids), width))
-        for i, (c, w) in enumerate(zip(g.completion_ids, g.weights)):
-            ids[i, :len(c)] = torch.tensor(c)
-            mask[i, :len(w)] = torch.tensor(w, dtype=torch.float32)
+        ids, mask = padded(g.completion_ids, g.weights)
         with torch.no_grad():
             logp, _ = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask)
         for i, (w, sampled) in enumerate(zip(g.weights, g.sample_logps)):
@@ -89,12 +85,8 @@ def test_trained_ids_are_the_sampled_ids(tiny):
 def test_no_gradient_flows_from_env_tokens(tiny):
     model, tok = tiny
     g = episodes(tiny, prompts=1, g=2)[0]
-    width = max(map(len, g.completion_ids))
-    ids = torch.zeros((2, width), dtype=torch.long)
-    mask = torch.zeros((2, width))
-    for i, (c, w) in enumerate(zip(g.completion_ids, g.weights)):
-        ids[i, :len(c)] = torch.tensor(c)
-        mask[i, :len(w)] = torch.tensor(w, dtype=torch.float32)
+    ids, mask = padded(g.completion_ids, g.weights)
+    width = ids.shape[1]
     logp, _ = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask)
     logp.retain_grad()
     loss, _ = grpo_loss(logp, logp.detach(), torch.tensor([1.0, -1.0]), mask, n_seqs=2,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from padded import padded
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlvr.trainer.generation import _pick, sample
@@ -164,9 +165,7 @@ def test_sampled_logprobs_equal_the_training_forward(tiny):
     model, _ = tiny
     prompt = [1, 500, 600, 700]
     out = sample(model, [prompt], SamplingSettings(n=3, max_new_tokens=6, temperature=0.8), [0])[0]
-    width = max(map(len, out.completion_ids))
-    ids = torch.tensor([c + [0] * (width - len(c)) for c in out.completion_ids])
-    mask = (torch.arange(width) < torch.tensor([len(c) for c in out.completion_ids]).unsqueeze(1)).float()
+    ids, mask = padded(out.completion_ids)
     with torch.no_grad():
         logp = group_logprobs(model, torch.tensor(prompt), ids, mask, temperature=0.8)[0]
     for row, (lps, c) in enumerate(zip(out.logprobs, out.completion_ids)):

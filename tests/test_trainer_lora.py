@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from padded import padded
 
 from rlvr.cli import main as rlvr_main
 from rlvr.trainer.config import TrainConfig, load_config
@@ -106,11 +107,7 @@ def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
         packed = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
     assert not any("forward" in vars(m) for m in model.modules())  # unpacked again
     for g in packed:  # the unpacked model's log-prob of each token the packed sampler drew
-        width = max(map(len, g.completion_ids))
-        ids = torch.zeros((len(g.completion_ids), width), dtype=torch.long)
-        mask = torch.zeros((len(g.completion_ids), width))
-        for i, c in enumerate(g.completion_ids):
-            ids[i, :len(c)], mask[i, :len(c)] = torch.tensor(c), 1.0
+        ids, mask = padded(g.completion_ids)
         with torch.no_grad():
             logp, _ = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask)
         for i, sampled in enumerate(g.sample_logps):
