@@ -13,6 +13,7 @@ import pytest
 from conftest import require_docker
 from gymnasium.utils.env_checker import check_env
 from llama_server import Relay
+from vf_runtimes import runtimes  # noqa: F401  (a fixture: verifiers' runtimes in the test's own folder)
 
 import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.envs import register_env
@@ -226,21 +227,13 @@ VAULT_SERVER = "vf_vault.servers.tool"  # the toolset's module: its server runs 
 
 
 @pytest.fixture
-def vault(monkeypatch):
+def vault(monkeypatch, runtimes):
     """The vault taskset importable by the tool server processes verifiers starts (they inherit the environment)."""
     tests = str(Path(__file__).parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
-    before = _runtime_dirs()
     yield
-    assert _vault_servers() == [] and _runtime_dirs() <= before  # nothing left running, every runtime torn down
-
-
-def _runtime_dirs():
-    """verifiers' subprocess runtimes (one workdir each, removed when the runtime stops)."""
-    from verifiers.v1.utils.paths import CACHE_DIR
-
-    folder = CACHE_DIR / "runtimes" / "subprocess"
-    return set(folder.iterdir()) if folder.exists() else set()
+    assert _vault_servers() == [] and runtimes() == set()  # nothing left running, every runtime torn down
+    assert runtimes.folder.exists()  # the envs made their runtimes there (else the check above saw nothing)
 
 
 def _vault_servers():
@@ -330,9 +323,9 @@ def test_trainer_steps_on_a_verifiers_tool_env(vault, tmp_path, monkeypatch):
     assert started == [["vault_open_locker"]] * 4  # 2 prompts x 2 episodes, each with its own server
 
 
-def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_left(vault):
+def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_left(vault, runtimes):
     env = gymnasium.make("rlvr/Verifiers-v0", taskset="vf_vault", limit=1)
-    before = _runtime_dirs()
+    before = runtimes()
     messages, _ = env.reset(seed=0)
     locker = env.unwrapped.source.tasks[0].data.locker
     messages, _, done, _, _ = env.step(_open_locker(locker))
@@ -343,4 +336,4 @@ def test_a_tool_server_killed_mid_episode_gives_an_error_episode_and_no_process_
     outcome = (reward, done, truncated, info.get("ended_by"), info.get("score", {}).get("reason"))
     assert outcome == (0.0, False, True, "error", ERROR)  # never a 0 the model earned: the trainer leaves it out
     assert "vault_open_locker failed in its server: ConnectError" in info["score"]["info"]["tool"]  # retried, then given up
-    assert _vault_servers() == [] and _runtime_dirs() == before  # stopped with the episode, not at close
+    assert _vault_servers() == [] and runtimes() == before  # stopped with the episode, not at close

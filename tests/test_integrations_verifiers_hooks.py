@@ -16,6 +16,7 @@ import pytest
 
 import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.verifiers.core import ERROR
+from vf_runtimes import runtimes  # noqa: F401  (a fixture: verifiers' runtimes in the test's own folder)
 
 vf = needs.module("verifiers.v1")
 
@@ -24,12 +25,12 @@ WRONG = {"answered": 0.0, "prepared": 1.0}  # setup ran; the reply finalize left
 
 
 @pytest.fixture
-def make(monkeypatch):
+def make(monkeypatch, runtimes):
     """`gym.make` of vf_hooks, importable by the tool servers (they inherit the environment); after the test
     the envs are closed and nothing may be left behind."""
     tests = str(Path(__file__).parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
-    before, envs = _runtime_dirs(), []
+    envs = []
 
     def make(limit, **kwargs):
         envs.append(gymnasium.make("rlvr/Verifiers-v0", taskset="vf_hooks", limit=limit, **kwargs))
@@ -38,14 +39,8 @@ def make(monkeypatch):
     yield make
     for env in envs:
         env.close()
-    assert _servers() == [] and _runtime_dirs() <= before  # no server running, every runtime torn down
-
-
-def _runtime_dirs():
-    from verifiers.v1.utils.paths import CACHE_DIR
-
-    folder = CACHE_DIR / "runtimes" / "subprocess"
-    return set(folder.iterdir()) if folder.exists() else set()
+    assert _servers() == [] and runtimes() == set()  # no server running, every runtime torn down
+    assert runtimes.folder.exists()  # the envs made their runtimes there (else the check above saw nothing)
 
 
 def _servers(module="vf_hooks."):
@@ -132,9 +127,9 @@ def test_shared_toolsets_start_once_per_env_serve_every_episode_and_stop_at_clos
     assert _servers() == []
 
 
-def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(make):
+def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(make, runtimes):
     env = make(1, tool_timeout=3, options={"task": {"nap": True}})
-    before = _runtime_dirs()
+    before = runtimes()
     env.reset(options={"index": 0})
     assert len(_servers("vf_hooks.nap")) == 1
     start = time.monotonic()
@@ -146,4 +141,4 @@ def test_a_tool_call_that_hangs_past_tool_timeout_is_an_error_episode(make):
     # the call was cut at tool_timeout=3, not at the default 60 s nor at once (8 s here beside a CI run:
     # the slack is for a loaded machine, not a speed test)
     assert 3 <= elapsed < 3 + 20
-    assert _servers() == [] and _runtime_dirs() == before
+    assert _servers() == [] and runtimes() == before
