@@ -9,7 +9,7 @@ import torch
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import MultiTurnEnv
 from rlvr.trainer.generation import prefill_prompts
-from rlvr.trainer.groups import prompt_generator
+from rlvr.trainer.groups import prompt_seed
 from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
 from rlvr.trainer.models import load_model
 from rlvr.trainer.rollout import local_rollout
@@ -116,7 +116,7 @@ def test_each_sampled_token_is_drawn_with_its_own_uniform_under_the_full_convers
     lengths = set()
     checked = 0
     for g in groups:
-        draws = prompt_generator(seed, g.index)
+        draws = torch.Generator().manual_seed(prompt_seed(seed, g.index))
         uniforms = torch.stack([torch.rand(group, generator=draws) for _ in range(max(map(len, g.completion_ids)))])
         for j, (ids, weights, logps, info) in enumerate(zip(g.completion_ids, g.weights, g.sample_logps, g.infos)):
             assert info["turns"] == 3

@@ -8,7 +8,7 @@ import test_trainer_run
 import torch
 
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.groups import prompt_generator
+from rlvr.trainer.groups import prompt_seed
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.metrics import read_jsonl
 from rlvr.trainer.replay import ReplayBuffer
@@ -34,7 +34,7 @@ def test_the_buffer_takes_at_random_per_step_and_keeps_the_newest():
 
 def test_a_replayed_prompt_gets_new_draws_and_a_fresh_one_keeps_its_own():
     def draws(seed, index, draw):
-        return torch.rand(4, generator=prompt_generator(seed, index, draw)).tolist()
+        return torch.rand(4, generator=torch.Generator().manual_seed(prompt_seed(seed, index, draw))).tolist()
 
     # a first asking keeps the key it always had (runs without replay are unchanged)
     assert draws(3, 12, 0) == torch.rand(4, generator=torch.Generator().manual_seed(3 << 20 ^ 12)).tolist()

@@ -65,13 +65,6 @@ def prompt_seed(seed: int, index: int, draw: int = 0) -> int:
     return (seed & 0xFFFF_FFFF) << 20 ^ index
 
 
-def prompt_generator(seed: int, index: int, draw: int = 0):
-    """A torch generator seeded with `prompt_seed` (the uniform numbers the local sampler draws)."""
-    import torch
-
-    return torch.Generator().manual_seed(prompt_seed(seed, index, draw))
-
-
 def tally(groups: list[Group], totals: Counter) -> None:
     """Add every episode's reward, correctness, turns, tool calls, score reason and score parts to `totals`
     (what `rlvr eval` and the trainer's held-out evaluation report)."""

@@ -8,7 +8,7 @@ goes back in, one that came back all equal leaves. The rest of the step is fresh
 idea of Prioritized Level Replay, with "had signal last time" as the score.)
 
 A replayed prompt keeps its env seed but gets new sampling draws: its generator is keyed by the
-prompt index and the number of times it has been asked (`groups.prompt_generator`). The choice
+prompt index and the number of times it has been asked (`groups.prompt_seed`). The choice
 of replays is a function of (seed, step), and the buffer is kept in checkpoints, so a resumed run
 replays the same prompts.
 """
