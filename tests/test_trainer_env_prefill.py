@@ -134,3 +134,24 @@ def test_each_sampled_token_is_drawn_with_its_own_uniform_under_the_full_convers
                 assert abs(float(p[t].log()) - lp) < TOL
                 checked += 1
     assert checked > 50 and len(lengths) > 2, (checked, lengths)  # replies of several lengths were fed
+
+
+def test_a_peft_model_gets_the_cache_under_its_base_models_name():
+    """peft's forward takes any keyword and passes it on: the cache goes under the name the base model's
+    forward takes, so sampling a LoRA model does not use the name transformers deprecates (`past_key_values`,
+    a FutureWarning made an error here)."""
+    import warnings
+
+    from peft import LoraConfig, get_peft_model
+
+    from rlvr.trainer.generation import sample
+    from rlvr.trainer.generator import SamplingSettings
+
+    base, _ = load_model("tiny", seed=0)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"]))
+    assert cache_kwarg(peft_model, None).keys() == cache_kwarg(base, None).keys()
+    assert "cache" in cache_kwarg(base, None)  # this transformers takes `cache`: the check above can tell
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*")
+        (out,) = sample(peft_model, [[5, 6, 7]], SamplingSettings(n=2, max_new_tokens=4), [0])
+    assert [len(ids) for ids in out.completion_ids] == [4, 4]

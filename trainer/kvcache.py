@@ -16,8 +16,10 @@ def _cache_name(forward_type) -> str:
 
 
 def cache_kwarg(module, cache) -> dict:
-    """{"cache": cache} or {"past_key_values": cache}, whichever `module.forward` takes."""
-    return {_cache_name(type(module)): cache}
+    """{"cache": cache} or {"past_key_values": cache}, whichever `module.forward` takes (for a peft model, which
+    passes its keywords on, whichever its base model's forward takes)."""
+    base = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return {_cache_name(type(base)): cache}
 
 
 def returned_cache(output):
