@@ -4,6 +4,7 @@ import os
 
 import pytest
 from llama_server import llama_server  # noqa: F401  (the real llama.cpp server, one per session)
+from vf_runtimes import runtimes  # noqa: F401  (verifiers' runtimes in the test's own folder)
 
 from rlvr.sandbox.pool import SandboxUnavailable
 

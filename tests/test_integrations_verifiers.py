@@ -13,7 +13,6 @@ import pytest
 from conftest import require_docker
 from gymnasium.utils.env_checker import check_env
 from llama_server import Relay
-from vf_runtimes import runtimes  # noqa: F401  (a fixture: verifiers' runtimes in the test's own folder)
 
 import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.envs import register_env

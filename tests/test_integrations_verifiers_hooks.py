@@ -16,7 +16,6 @@ import pytest
 
 import rlvr.envs  # noqa: F401  (registers rlvr/Verifiers-v0)
 from rlvr.verifiers.core import ERROR
-from vf_runtimes import runtimes  # noqa: F401  (a fixture: verifiers' runtimes in the test's own folder)
 
 vf = needs.module("verifiers.v1")
 
