@@ -8,6 +8,8 @@ import inspect
 
 import torch
 
+from rlvr.trainer.lora import base_model
+
 
 @functools.cache
 def _cache_name(forward_type) -> str:
@@ -18,8 +20,7 @@ def _cache_name(forward_type) -> str:
 def cache_kwarg(module, cache) -> dict:
     """{"cache": cache} or {"past_key_values": cache}, whichever `module.forward` takes (for a peft model, which
     passes its keywords on, whichever its base model's forward takes)."""
-    base = module.get_base_model() if hasattr(module, "get_base_model") else module
-    return {_cache_name(type(base)): cache}
+    return {_cache_name(type(base_model(module))): cache}
 
 
 def returned_cache(output):

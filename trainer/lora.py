@@ -16,6 +16,11 @@ from __future__ import annotations
 DEFAULTS = {"rank": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"}
 
 
+def base_model(model):
+    """The transformers model inside a peft wrapper, or `model` itself when it has none."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def check_options(options: dict | None) -> dict | None:
     """The `lora:` config section with defaults filled in, or None when LoRA is off."""
     if options is None or options is False:

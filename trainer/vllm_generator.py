@@ -35,12 +35,13 @@ import torch
 
 from rlvr.trainer.generation import Sampled
 from rlvr.trainer.generator import SamplingSettings
+from rlvr.trainer.lora import base_model
 
 
 def merged_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
     """(checkpoint name, tensor) of every weight of `model`; a peft LoRA layer gives its base weight
     plus its active adapters' B A scaled, under the base layer's name (the trainer's model is unchanged)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     with torch.no_grad():
         for name, param in base.named_parameters():
             if ".lora_" in name:
@@ -63,7 +64,7 @@ def merged_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
 
 def export_model(model, tokenizer, folder: str) -> str:
     """Write `model` (merged, if it has LoRA adapters) and `tokenizer` as a transformers folder vLLM can load."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = base_model(model)
     state = dict(merged_weights(model))
     config = base.config
     if getattr(config, "tie_word_embeddings", False):
