@@ -279,8 +279,8 @@ class GRPOTrainer:
             with self._gathered():  # every rank enters, one with its groups complete too
                 if need and cfg.generator != "local":
                     new = self._sample(indices, draws)
-                elif need:  # one region: each weight is cast once for the whole loop
-                    with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, need * cfg.group_size):
+                elif need:  # one region: each weight is cast or packed once for the whole loop
+                    with self._sampling_region(need * cfg.group_size):
                         new = self._sample(indices, draws)
             new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
             groups += new
@@ -378,6 +378,18 @@ class GRPOTrainer:
     def _packed(self, bf16: bool, rows: int):
         """fp32 sampling on a CPU with prepacked weights (not under FSDP, whose weights are gathered views)."""
         return packed_linears(self.model, enabled=not bf16 and self.fsdp is None, rows=rows)
+
+    @contextlib.contextmanager
+    def _sampling_region(self, rows: int):
+        """A step's sampling: fp32 through packed weights, or bf16 under autocast; bf16 sampling for an fp32
+        trainer (corrected by the loss) on a CPU whose oneDNN computes in bf16 packs bf16 weights instead."""
+        bf16_packed = self.sample_bf16 and not self.use_bf16 and self.fsdp is None
+        if not bf16_packed:
+            with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, rows):
+                yield
+            return
+        with packed_linears(self.model, rows=rows, dtype=torch.bfloat16) as packed, self._autocast(not packed):
+            yield
 
     def _gathered(self):
         """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""

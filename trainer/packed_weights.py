@@ -1,4 +1,4 @@
-"""fp32 sampling on a CPU through weights prepacked for oneDNN.
+"""Sampling on a CPU through weights prepacked for oneDNN, in fp32 or bf16.
 
 A decode step multiplies a few rows (G x prompts) by every weight of the model. At so few rows
 the default fp32 GEMM is slow; oneDNN, given each weight reordered once into the blocked format
@@ -10,6 +10,12 @@ and 1.98 s through the dense GEMM, with the same tokens. The weights change ever
 packed copies are made when a sampling region opens and dropped when it closes (an extra copy of
 the linear weights while it is open); packing SmolLM2's 211 linears costs 0.1 s.
 Nothing inside may need gradients: a packed layer is a plain inference kernel.
+
+bf16 sampling (`sample_dtype: bf16`) packs bf16 copies where oneDNN computes in bf16 (AVX-512, and
+AMX where the CPU has it): each linear casts its input to bf16 and its output back, so the rest of
+the model (norms, attention, the residual stream) stays fp32. On one thread of this machine (AMX) a
+SmolLM2 MLP projection at 32 rows took 80 us against 418 us packed in fp32 and 139 us under bf16
+autocast, where a decode step of a few rows is compute-bound.
 """
 
 from __future__ import annotations
@@ -20,17 +26,25 @@ from functools import partial
 import torch
 
 
-def can_pack(model: torch.nn.Module) -> bool:
-    """fp32 weights on a CPU with oneDNN available (bf16 and GPU sampling have their own fast paths)."""
+def can_pack(model: torch.nn.Module, dtype: torch.dtype = torch.float32) -> bool:
+    """fp32 weights on a CPU with oneDNN available, and for `dtype` bf16 a CPU whose oneDNN computes in bf16
+    (GPU sampling has its own fast paths)."""
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
+    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"weights are packed in fp32 or bf16, not {dtype}")
     weight = next((m.weight for m in model.modules() if type(m) is torch.nn.Linear), None)
     return weight is not None and weight.device.type == "cpu" and weight.dtype == torch.float32
 
 
 @contextlib.contextmanager
-def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | None = None):
-    """Within the block, every `nn.Linear` of `model` computes with a packed copy of its weight.
+def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | None = None,
+                   dtype: torch.dtype = torch.float32):
+    """Within the block, every `nn.Linear` of `model` computes with a packed copy of its weight, in
+    `dtype` (fp32 or bf16); the block is given whether the layers were packed (False where `can_pack`
+    says no: they then compute as they would without it).
 
     A peft LoRA layer with active adapters computes with one packed copy of its merged weight,
     W + the adapters' B A scaled, instead of its base layer plus the two adapter products: a
@@ -38,9 +52,10 @@ def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | Non
     training-time regulariser, is not applied).
     `rows`: how many rows a decode step multiplies (oneDNN picks the weight's format for it; a
     wrong guess costs speed, never correctness)."""
-    if not (enabled and can_pack(model)):
-        yield
+    if not (enabled and can_pack(model, dtype)):
+        yield False
         return
+    forward = _packed_forward if dtype == torch.float32 else _packed_bf16_forward
     patched, inside_lora = [], set()
     try:
         with torch.no_grad():
@@ -59,10 +74,10 @@ def packed_linears(model: torch.nn.Module, enabled: bool = True, rows: int | Non
                     weight, bias = module.weight.detach(), module.bias
                 else:
                     continue
-                packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
-                module.forward = partial(_packed_forward, packed, None if bias is None else bias.detach())
+                packed = torch.ops.mkldnn._reorder_linear_weight(weight.to(dtype), rows)
+                module.forward = partial(forward, packed, None if bias is None else bias.detach().to(dtype))
                 patched.append(module)
-        yield
+        yield True
     finally:
         for module in patched:
             del module.forward  # the class's forward again, on the (possibly updated) dense weight
@@ -83,3 +98,7 @@ def _active_lora(module: torch.nn.Module) -> bool:
 
 def _packed_forward(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def _packed_bf16_forward(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x.to(torch.bfloat16), weight, bias, "none", [], "").to(x.dtype)
