@@ -9,8 +9,9 @@ rlvr sees the task through the env contract: a small gymnasium env serves prompt
 `make_prompts` on `reset(seed=k)` and scores with `sum_reward`.
 
 TRL runs in fp32 (the peer sets bf16=False). rlvr is measured against the same TRL run as
-`fp32` (fp32 throughout, TRL's precision) and `bf16-sampling` (sampling under bf16 autocast,
-training in fp32, tokens reweighted by the truncated importance weight); each row says which.
+`fp32` (fp32 throughout, TRL's precision) and `bf16-sampling` (sampling in bf16: packed bf16
+linears where oneDNN computes in bf16, autocast elsewhere; training in fp32, tokens reweighted by
+the truncated importance weight); each row says which.
 The `lora` variant trains LoRA adapters (peft, rank `--rank`, alpha 2 x rank, every linear layer
 of the decoder) and is compared with TRL's GRPOTrainer given the same `peft_config` (the peer script
 run unchanged, with that one argument added, on the same model, steps and geometry: each row checks
