@@ -381,15 +381,14 @@ class GRPOTrainer:
 
     @contextlib.contextmanager
     def _sampling_region(self, rows: int):
-        """A step's sampling: fp32 through packed weights, or bf16 under autocast; bf16 sampling for an fp32
-        trainer (corrected by the loss) on a CPU whose oneDNN computes in bf16 packs bf16 weights instead."""
-        bf16_packed = self.sample_bf16 and not self.use_bf16 and self.fsdp is None
-        if not bf16_packed:
-            with self._autocast(self.sample_bf16), self._packed(self.sample_bf16, rows):
+        """A step's sampling, through weights packed for oneDNN on a CPU (not under FSDP or bf16 training): in
+        fp32, or in bf16 for an fp32 trainer that samples in bf16 (corrected by the loss) where oneDNN computes
+        in bf16. bf16 sampling that is not packed runs under autocast."""
+        dtype = torch.bfloat16 if self.sample_bf16 else torch.float32
+        enabled = self.fsdp is None and not self.use_bf16
+        with packed_linears(self.model, enabled=enabled, rows=rows, dtype=dtype) as packed:
+            with self._autocast(self.sample_bf16 and not packed):
                 yield
-            return
-        with packed_linears(self.model, rows=rows, dtype=torch.bfloat16) as packed, self._autocast(not packed):
-            yield
 
     def _gathered(self):
         """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""

@@ -29,12 +29,12 @@ import torch
 def can_pack(model: torch.nn.Module, dtype: torch.dtype = torch.float32) -> bool:
     """fp32 weights on a CPU with oneDNN available, and for `dtype` bf16 a CPU whose oneDNN computes in bf16
     (GPU sampling has its own fast paths)."""
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"weights are packed in fp32 or bf16, not {dtype}")
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
         return False
     if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return False
-    if dtype not in (torch.float32, torch.bfloat16):
-        raise ValueError(f"weights are packed in fp32 or bf16, not {dtype}")
     weight = next((m.weight for m in model.modules() if type(m) is torch.nn.Linear), None)
     return weight is not None and weight.device.type == "cpu" and weight.dtype == torch.float32
 
