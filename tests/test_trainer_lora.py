@@ -91,7 +91,7 @@ def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
     layers = [m for m in model.modules() if hasattr(m, "lora_B") and hasattr(m, "base_layer")]
     assert layers and not trainer.sample_bf16 and can_pack(model)
     torch.manual_seed(0)
-    with torch.no_grad(), trainer._packed(trainer.sample_bf16, rows=32):  # the trainer's sampling region
+    with torch.no_grad(), trainer._sampling_region(32):  # the trainer's sampling region
         for m in layers:
             assert "forward" in vars(m) and not vars(m.base_layer).get("forward")  # one packed product
             a, b = m.lora_A["default"].weight, m.lora_B["default"].weight
@@ -103,7 +103,7 @@ def test_fp32_cpu_sampling_packs_each_lora_layer_as_w_plus_scaled_ba(lora_run):
             assert (m(x) - m.base_layer(x)).abs().max() > 1e-3  # the trained adapters move every layer
     envs = make_envs(TOY["env"], {}, 4)
     kwargs = dict(seed=7, group_size=8, max_new_tokens=8)
-    with trainer._packed(trainer.sample_bf16, rows=32):
+    with trainer._sampling_region(32):
         packed = local_rollout(model, tok, envs, [0, 1, 2, 3], **kwargs)
     assert not any("forward" in vars(m) for m in model.modules())  # unpacked again
     for g in packed:  # the unpacked model's log-prob of each token the packed sampler drew

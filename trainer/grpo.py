@@ -375,18 +375,17 @@ class GRPOTrainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
-    def _packed(self, bf16: bool, rows: int):
-        """fp32 sampling on a CPU with prepacked weights (not under FSDP, whose weights are gathered views)."""
-        return packed_linears(self.model, enabled=not bf16 and self.fsdp is None, rows=rows)
+    def _packed(self, rows: int, dtype: torch.dtype = torch.float32):
+        """Sampling on a CPU through weights packed for oneDNN in `dtype` (not under FSDP, whose weights are
+        gathered views, nor under bf16 training); yields whether they were packed."""
+        return packed_linears(self.model, enabled=self.fsdp is None and not self.use_bf16, rows=rows, dtype=dtype)
 
     @contextlib.contextmanager
     def _sampling_region(self, rows: int):
-        """A step's sampling, through weights packed for oneDNN on a CPU (not under FSDP or bf16 training): in
-        fp32, or in bf16 for an fp32 trainer that samples in bf16 (corrected by the loss) where oneDNN computes
-        in bf16. bf16 sampling that is not packed runs under autocast."""
-        dtype = torch.bfloat16 if self.sample_bf16 else torch.float32
-        enabled = self.fsdp is None and not self.use_bf16
-        with packed_linears(self.model, enabled=enabled, rows=rows, dtype=dtype) as packed:
+        """A step's sampling, packed (`_packed`) in fp32, or in bf16 for an fp32 trainer that samples in bf16
+        (corrected by the loss) where oneDNN computes in bf16. bf16 sampling that is not packed runs under
+        autocast."""
+        with self._packed(rows, torch.bfloat16 if self.sample_bf16 else torch.float32) as packed:
             with self._autocast(self.sample_bf16 and not packed):
                 yield
 
@@ -520,7 +519,7 @@ class GRPOTrainer:
         with self._gathered():
             if self.rank == 0:  # only this rank evaluates, so only it packs weights
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
-                with self._packed(self.use_bf16, cfg.eval_batch_size):
+                with self._packed(cfg.eval_batch_size):
                     result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
                                       max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                                       batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
