@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -225,7 +226,10 @@ class WorkerPool:
                     # a token for this run only: a new local Ray would otherwise write ~/.ray/auth_token, which
                     # every later `ray start --head` on the machine then enforces
                     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+            stop = signal.getsignal(signal.SIGTERM)
             ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
+            if stop is not None and signal.getsignal(signal.SIGTERM) is not stop:
+                signal.signal(signal.SIGTERM, stop)  # ray.init put its own (exit status 15): the command's stays
         self._config = config.to_dict()
         self._cpus = opts["worker_cpus"]
         path = os.environ.get("PYTHONPATH")  # envs named as module:Id must import on the workers too

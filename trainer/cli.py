@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 from pathlib import Path
 
 
@@ -44,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from rlvr.trainer.grpo import GRPOTrainer
 
+    here = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
+    previous = signal.signal(signal.SIGTERM, _stop) if here else None
     try:
         trainer = GRPOTrainer(config, args.run_dir, resume=args.resume)
         trainer.train()
@@ -57,4 +61,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"run written to {args.run_dir}")
     finally:
         distributed.teardown()
+        if previous is not None:  # a caller's own handler (rlvr.cli.main called in-process) is back
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stop(signum, frame):
+    """A scheduler's SIGTERM (Slurm, Kubernetes) ends the run as Ctrl-C does: through its `finally` blocks, which
+    end its generation workers and the local Ray instance it started; exit status 143, as a shell reports it."""
+    raise SystemExit(128 + signum)
