@@ -52,6 +52,12 @@ def worker_started(trainer: psutil.Process) -> list[psutil.Process]:
     return tree if any("GenerationWorker" in name for name in named) else []
 
 
+def foreground() -> None:
+    """SIGINT as a terminal's foreground job has it. A shell's background job (a CI runner's, `cmd &`) inherits
+    it ignored, and Python then installs no KeyboardInterrupt handler: Ctrl-C could not reach such a run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_run_leaves_no_process_behind(tmp_path, sig, code):
     config = tmp_path / "async.yaml"
@@ -60,7 +66,7 @@ def test_a_stopped_run_leaves_no_process_behind(tmp_path, sig, code):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     with open(tmp_path / "train.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "rlvr", "train", "--config", str(config), "--run-dir",
-                                 str(run)], stdout=log, stderr=subprocess.STDOUT, env=env)
+                                 str(run)], stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=foreground)
     try:
         trainer = psutil.Process(proc.pid)
         wait_for(lambda: (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().count("\n") >= 1,
