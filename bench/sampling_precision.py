@@ -39,25 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("fp32", "bf16", "autocast")
 
 
-def logprob_diff(model, groups, temperature: float) -> float:
-    """Mean |sampler's log-prob - the fp32 model's recomputed log-prob| over every sampled token."""
-    import torch
-
-    from rlvr.trainer.logprobs import group_logprobs
-
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for g in groups:
-            width = max(map(len, g.completion_ids))
-            ids = torch.tensor([c + [0] * (width - len(c)) for c in g.completion_ids])
-            mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in g.completion_ids])
-            logp = group_logprobs(model, torch.tensor(g.prompt_ids), ids, mask, temperature=temperature)[0]
-            for row, (c, sampled) in enumerate(zip(g.completion_ids, g.sample_logps)):
-                total += (logp[row, :len(c)] - torch.tensor(sampled)).abs().sum().item()
-                count += len(c)
-    return total / count
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -65,9 +46,11 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from generation import trainer_diff  # bench/generation.py (this script's folder is on the path)
 
     from rlvr.trainer import lora
     from rlvr.trainer.config import load_config
+    from rlvr.trainer.generation import Sampled
     from rlvr.trainer.groups import make_envs
     from rlvr.trainer.models import load_model
     from rlvr.trainer.packed_weights import can_pack, packed_linears
@@ -109,8 +92,9 @@ def main() -> None:
                 s, groups = step(arm, r)
                 seconds[arm].append(s)
                 tokens[arm] += sum(len(c) for g in groups for c in g.completion_ids)
-                if threads == 1:
-                    diffs[arm].append(logprob_diff(model, groups, config.temperature))
+                if threads == 1:  # the same measure as bench/generation.py's, on the loop's groups
+                    sampled = [Sampled(g.prompt_ids, g.completion_ids, g.truncated, g.sample_logps) for g in groups]
+                    diffs[arm].append(trainer_diff(model, sampled, config.temperature))
         result["threads"].append(threads)
         for arm in ARMS:
             result[f"{arm}_s"].append(round(statistics.median(seconds[arm]), 3))

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import needs
@@ -19,18 +18,9 @@ needs.module("ray")
 psutil = needs.module("psutil")
 
 from test_trainer_async import TOY  # noqa: E402
+from test_trainer_async_faults import wait_for  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def alive(proc: psutil.Process) -> bool:
