@@ -12,7 +12,7 @@ from rates import rate, wilson  # noqa: E402
 def test_wilson_matches_known_values():
     low, high = wilson(5, 10)
     assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
-    assert wilson(0, 500) == (0.0, pytest.approx(0.007624, abs=1e-6))  # zero errors still has an upper bound
+    assert wilson(0, 500) == pytest.approx((0.0, 0.007624), abs=1e-6)  # zero errors still has an upper bound
 
 
 def test_rate_rejects_impossible_counts():
