@@ -27,7 +27,8 @@ alternate the two sides, since wall time on a shared machine follows the load.
 
     python bench/instructions.py [--per-type 90] [--seed 0]
 
-Ends with `RESULT {"pairs": ..., "agreement": ..., "rlvr_per_s": ..., "peer_per_s": ..., "speed_ratio": ...,
+Ends with `RESULT {"pairs": ..., "agreement": ..., "disagreement": {"errors", "n", "rate", "low", "high"},
+"rlvr_per_s": ..., "peer_per_s": ..., "speed_ratio": ...,
 "repeated": {...}}`: the top-level figures are the distinct corpus's.
 """
 
@@ -44,6 +45,8 @@ import time
 import types
 from collections import Counter
 from pathlib import Path
+
+from rates import rate  # bench/rates.py, next to this script
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DIR = Path(os.environ.get("RLVR_BENCH_CACHE", Path.home() / ".cache" / "rlvr-bench")) / "ifeval-peer"
@@ -528,6 +531,7 @@ def measure(utils, pairs, show: int, rounds: int) -> dict:
         "detected_texts": texts,
         "distinct_detected_texts": distinct,
         "agreement": round(sum(agree) / decided, 5),
+        "disagreement": rate(decided - sum(agree), decided),  # with its Wilson 95% interval (bench/rates.py)
         "rlvr_per_s": round(decided / decisions["rlvr_s"], 1),
         "peer_per_s": round(decided / decisions["peer_s"], 1),
         "followed_fraction": round(followed / decided, 3),
@@ -554,8 +558,10 @@ def main(argv=None) -> dict:
         print(f"{corpus}: rlvr {r['rlvr_per_s']} decisions/CPU-s, peer {r['peer_per_s']} decisions/CPU-s "
               f"(ratio {r['speed_ratio']})")
     result = {**results["distinct"], "repeated": results["repeated"], "loadavg_1m": round(os.getloadavg()[0], 2)}
-    print(f"headline (distinct texts): ratio {result['speed_ratio']}; repeated texts: ratio "
-          f"{result['repeated']['speed_ratio']}; load {result['loadavg_1m']}")
+    d = result["disagreement"]
+    print(f"headline (distinct texts): disagreement with lm-eval {d['errors']}/{d['n']} = {d['rate']:.4%} "
+          f"(95% interval {d['low']:.4%} to {d['high']:.4%}); speed ratio {result['speed_ratio']}; repeated "
+          f"texts: ratio {result['repeated']['speed_ratio']}; load {result['loadavg_1m']}")
     print("RESULT " + json.dumps(result))
     return result
 
