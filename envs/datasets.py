@@ -11,6 +11,8 @@ MATH's `answer` field or, in the original MATH format, the last `\\boxed{}` of t
 
 from __future__ import annotations
 
+import ast
+import builtins
 import os
 import re
 from dataclasses import dataclass
@@ -306,13 +308,43 @@ class MBPPTasks(DatasetTasks):
         super().__init__([
             Task(f"mbpp/{r['task_id']}",
                  f"{r['text']}\n\nYour code should pass this test:\n{r['test_list'][0]}",
-                 None, {"test_list": list(r["test_list"]), "test_setup_code": r.get("test_setup_code") or ""},
-                 self.family)
+                 None, _mbpp_fields(r), self.family)
             for r in records if low <= int(r["task_id"]) <= high
         ])
 
     def verifier_spec(self) -> tuple[str, dict[str, Any]]:
         return "code", {}
+
+
+def _mbpp_fields(record: dict[str, Any]) -> dict[str, Any]:
+    fields = {"test_list": list(record["test_list"]), "test_setup_code": record.get("test_setup_code") or ""}
+    entry = mbpp_entry_point(record)
+    if entry is not None:
+        fields["entry_point"] = entry
+    return fields
+
+
+def mbpp_entry_point(record: dict[str, Any]) -> str | None:
+    """The function under test: the first name the first test calls that the reference defines.
+
+    MBPP records do not name it, and the sandbox needs it when it shadows a builtin (MBPP/126's
+    function is `sum`): without it, the test would call the builtin and no program could pass.
+    """
+    try:
+        test = ast.parse(record["test_list"][0])
+    except (SyntaxError, IndexError, TypeError):
+        return None
+    calls = sorted((n.lineno, n.col_offset, n.func.id) for n in ast.walk(test)
+                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+    try:
+        defined = {n.name for n in ast.parse(record.get("code") or "").body
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    except SyntaxError:
+        defined = set()
+    for *_, name in calls:
+        if name in defined:
+            return name
+    return next((name for *_, name in calls if not hasattr(builtins, name)), None)
 
 
 def need_fields(records: list[dict[str, Any]], fields: tuple[str, ...], dataset: str, path: Any) -> None:

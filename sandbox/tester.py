@@ -39,6 +39,7 @@ CAPTURE_BYTES = 64 * 1024  # stdout/stderr kept in the result
 TRUNCATED = "\n[... output truncated by rlvr sandbox ...]\n"
 MAX_MESSAGE = 16 * 1024 * 1024  # one runner reply
 COMPILE_MESSAGE = 4000  # characters of a compiler's complaint kept in the result
+CHECK_RAN = "check(candidate)"  # the test that check() itself ran to its end without raising
 # Standard modules a test may use without importing them (MBPP tests lean on the solution's imports).
 SAFE_MODULES = frozenset({
     "math", "cmath", "re", "collections", "itertools", "functools", "heapq", "bisect", "operator",
@@ -96,7 +97,7 @@ class Runner:
         self.cpu_seconds = cfg.timeout if cpu_seconds is None else cpu_seconds
         self.oom_before = cleanup.oom_kills() if cfg.uid is not None else None
         self.killed_by_us = False
-        self.output_exceeded = False
+        self.output_exceeded = None  # the stream that went past the output limit, once one has
         self.exit_status = None
         self.leftovers = 0
         self.call_id = 0
@@ -234,7 +235,7 @@ class Runner:
             kept.extend(chunk[: self.keep_limit(name) - seen])
         self._streams[name][1] = seen + len(chunk)
         if seen + len(chunk) > self.cfg.output_limit:
-            self.output_exceeded = True
+            self.output_exceeded = name
             self.kill()
 
     def keep_limit(self, name):
@@ -301,7 +302,15 @@ class Runner:
     def signal(self):
         return -self.exit_status if self.exit_status is not None and self.exit_status < 0 else None
 
+    def output_cap(self):
+        """Which limit killed the program for its output, in words (None if none did)."""
+        if not self.output_exceeded:
+            return None
+        return f"output limit exceeded: more than {_size(self.cfg.output_limit)} on {self.output_exceeded}"
+
     def describe_exit(self):
+        if self.output_exceeded:
+            return f"killed by the sandbox, {self.output_cap()}"
         sig = self.signal()
         if sig is not None:
             return f"killed by {signal.Signals(sig).name}" if sig in signal.Signals._value2member_map_ else f"signal {sig}"
@@ -370,8 +379,8 @@ class _AssertRewriter(ast.NodeTransformer):
         self.sources = []
 
     def visit_Assert(self, node):
-        if isinstance(node.test, ast.Constant):  # `assert True, "debug hint"` tests nothing
-            return ast.copy_location(ast.Pass(), node)
+        if isinstance(node.test, ast.Constant) and node.test.value:  # `assert True, "hint"` tests nothing;
+            return ast.copy_location(ast.Pass(), node)  # `assert False, "msg"` is a test that fails
         index = len(self.sources)
         self.sources.append(ast.unparse(node.test)[:300])
         thunk = ast.Lambda(
@@ -389,6 +398,7 @@ class _Verdicts:
         self.names = list(names)
         self.executed = set()
         self.failed = {}
+        self.raised = None  # what check() raised outside any assert: officially that fails the job
 
     def check(self, index, thunk):
         try:
@@ -411,6 +421,8 @@ class _Verdicts:
             passed = i not in self.failed and (i in self.executed or completed)
             error = self.failed.get(i) or (None if passed else "not reached")
             out.append({"name": name, "passed": passed, "error": error})
+        if self.raised is not None:  # one more test, failed, so the job cannot pass
+            out.append({"name": CHECK_RAN, "passed": False, "error": f"raised outside any assert: {self.raised}"})
         return out
 
 
@@ -456,7 +468,7 @@ def run_calls(job, cfg):
         rewriter = _AssertRewriter()
         tree = rewriter.visit(ast.parse(job["tests"]))
         ast.fix_missing_locations(tree)
-        verdicts = _Verdicts(rewriter.sources or ["check(candidate)"])
+        verdicts = _Verdicts(rewriter.sources or [CHECK_RAN])
         trees, statements = [tree], None
     else:
         statements = [str(s) for s in job.get("test_list") or []]
@@ -490,8 +502,11 @@ def run_calls(job, cfg):
                 raise
             except Exception as exc:
                 completed = False
-                if not rewriter.sources:
-                    verdicts.failed[0] = values.describe(exc)
+                why = str(exc) if isinstance(exc, RemoteError) else values.describe(exc)
+                if rewriter.sources:
+                    verdicts.raised = why
+                else:
+                    verdicts.failed[0] = why
             result["tests"] = verdicts.tests(completed)
         else:
             for i, tree in enumerate(trees):
@@ -602,6 +617,13 @@ def _case_verdict(cfg, runner, case, case_errors, timed_out, job):
                           float(job.get("float_tolerance", 1e-6)))
 
 
+def _size(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
+
+
 def _last_line(text):
     lines = [line.strip() for line in text.splitlines() if line.strip() and "truncated by rlvr" not in line]
     return lines[-1][:300] if lines else ""
@@ -689,6 +711,8 @@ def _finish(result, runner, timed_out, errors, crashed, memory=None, status=None
         status = "failed"
     if runner is not None and status == "crash" and runner.foreign_kill():
         errors = [*errors[:4], runner.foreign_kill()]
+    if runner is not None and runner.output_exceeded and status == "failed" and "error" not in result:
+        result["error"] = runner.output_cap()  # the reason, naming the limit that killed the program
     result.update({
         "status": status,
         "passed": passed,
