@@ -35,6 +35,7 @@ import time
 
 from rlvr.trainer import lora
 from rlvr.trainer.async_workers import WorkerPool, step_position
+from rlvr.trainer.devices import publishable
 from rlvr.trainer.grpo import GRPOTrainer
 
 
@@ -53,7 +54,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
         return super()._make_generator() if self.config.async_["trainer_prompts"] else None
 
     def train(self) -> list[dict]:
-        self.pool = WorkerPool(self.config)
+        self.pool = WorkerPool(self.config, str(self.device))
         try:
             self.pool.pids()  # the workers have loaded their models: like the trainer's own, not training time
             self.pool.start(self.step, self.step, self._weights())
@@ -62,8 +63,9 @@ class AsyncGRPOTrainer(GRPOTrainer):
             self.pool.close()
 
     def _weights(self) -> dict:
-        """What the workers take after each step: the adapters of a LoRA run, else the state dict."""
-        return lora.adapter_state(self.model) if self.config.lora else self.model.state_dict()
+        """What the workers take after each step: the adapters of a LoRA run, else the state dict, as CPU
+        tensors (any worker loads them, on whatever device it samples)."""
+        return publishable(lora.adapter_state(self.model) if self.config.lora else self.model.state_dict())
 
     def train_step(self) -> dict:
         cfg = self.config

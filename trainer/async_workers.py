@@ -25,6 +25,7 @@ This module imports neither torch nor ray at import time (the config validates `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -33,7 +34,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULTS = {"workers": 1, "max_staleness": 1, "ahead": None, "address": None, "worker_cpus": 1, "trainer_prompts": 0}
+from rlvr.trainer import devices
+
+DEFAULTS = {"workers": 1, "max_staleness": 1, "ahead": None, "address": None, "worker_cpus": 1, "worker_gpus": None,
+            "trainer_prompts": 0}
 MAX_RESTARTS = 3  # a step whose worker died this many times in a row ends the run (a worker that cannot start)
 
 
@@ -51,7 +55,7 @@ def check_async(options, config) -> dict | None:
         options = {}
     if not isinstance(options, dict):
         raise ValueError("config: async is a mapping {workers, max_staleness, ahead, address, worker_cpus, "
-                         "trainer_prompts} or null")
+                         "worker_gpus, trainer_prompts} or null")
     unknown = sorted(set(options) - set(DEFAULTS))
     if unknown:
         raise ValueError(f"config: unknown async key(s) {', '.join(unknown)}")
@@ -63,6 +67,7 @@ def check_async(options, config) -> dict | None:
             raise ValueError(f"config: async.{key} must be an integer of at least {low}")
     if not (isinstance(merged["worker_cpus"], (int, float)) and merged["worker_cpus"] >= 0):
         raise ValueError("config: async.worker_cpus must be a number of at least 0")
+    devices.check_worker_gpus(merged["worker_gpus"])
     if merged["trainer_prompts"] >= config.prompts_per_step:
         raise ValueError(f"config: async.trainer_prompts must be below prompts_per_step ({config.prompts_per_step}): "
                          "the workers sample the rest")
@@ -129,7 +134,8 @@ class GenerationWorker:
         import ray
 
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                "niceness": os.getpriority(os.PRIO_PROCESS, 0)}
+                "niceness": os.getpriority(os.PRIO_PROCESS, 0), "device": str(self.trainer.device),
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def collect(self, step: int, version: int, weights: list | None) -> Rollouts:
         """Step `step`'s groups; `weights`: [an object ref of version `version`'s weights], or None to keep
@@ -212,10 +218,11 @@ class TimedSession:
 class WorkerPool:
     """The trainer's side: starts the workers, hands out steps, publishes weights, restarts dead workers."""
 
-    def __init__(self, config):
+    def __init__(self, config, trainer_device: str = "cpu"):
         import ray
 
         opts = config.async_
+        self._gpus = devices.worker_gpus(opts["worker_gpus"], trainer_device)
         self.ahead, self.max_staleness = opts["ahead"], opts["max_staleness"]
         self._own_ray = not ray.is_initialized()
         if self._own_ray:
@@ -227,13 +234,14 @@ class WorkerPool:
                     # every later `ray start --head` on the machine then enforces
                     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
             stop = signal.getsignal(signal.SIGTERM)
-            ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
+            with _visible_to_ray(trainer_device, local=not opts["address"]):
+                ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
             if stop is not None and signal.getsignal(signal.SIGTERM) is not stop:
                 signal.signal(signal.SIGTERM, stop)  # ray.init put its own (exit status 15): the command's stays
         self._config = config.to_dict()
         self._cpus = opts["worker_cpus"]
-        path = os.environ.get("PYTHONPATH")  # envs named as module:Id must import on the workers too
-        self._runtime_env = {"env_vars": {"PYTHONPATH": path}} if path else None
+        devices.check_gpu_fit(opts["workers"], self._gpus, ray.cluster_resources().get("GPU", 0))
+        self._runtime_env = {"env_vars": devices.worker_env(self._gpus, os.environ.get("PYTHONPATH"))}
         self.workers = [self._start(i) for i in range(opts["workers"])]
         self.held = [-1] * len(self.workers)  # the weights version each worker holds
         self.busy: dict[Any, tuple[int, int]] = {}  # in-flight call -> (worker, step)
@@ -247,7 +255,7 @@ class WorkerPool:
     def _start(self, index: int):
         import ray
 
-        actor = ray.remote(num_cpus=self._cpus, max_restarts=0)(GenerationWorker)
+        actor = ray.remote(**devices.worker_resources(self._cpus, self._gpus), max_restarts=0)(GenerationWorker)
         return actor.options(scheduling_strategy="SPREAD", runtime_env=self._runtime_env).remote(
             self._config, index, os.getpriority(os.PRIO_PROCESS, 0))
 
@@ -333,3 +341,24 @@ class WorkerPool:
         self.workers, self.busy = [], {}
         if self._own_ray:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def _visible_to_ray(trainer_device: str, local: bool):
+    """While a local Ray instance starts, `CUDA_VISIBLE_DEVICES` names the GPUs it may hand to workers
+    (`devices.local_ray_gpus`: all but the trainer's, where there are others); restored afterwards."""
+    if not (local and trainer_device.startswith("cuda")):
+        yield
+        return
+    import torch
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    visible = devices.visible_gpus(before, torch.cuda.device_count())
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices.local_ray_gpus(visible, trainer_device))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = before

@@ -23,6 +23,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from rlvr.trainer.devices import trainer_device
+
 
 def setup() -> tuple[int, int]:
     """(rank, world size); initialises the process group when launched by torchrun."""
@@ -47,9 +49,8 @@ def active() -> bool:
 
 
 def device() -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
+    """This process's device (`devices.trainer_device`: its rank's GPU where CUDA is there, else the CPU)."""
+    return torch.device(trainer_device(torch.cuda.is_available(), int(os.environ.get("LOCAL_RANK", "0"))))
 
 
 def collective_device(backend: str | None = None) -> torch.device:
