@@ -35,6 +35,8 @@ AGENT_NPROC = 192  # below the container's pids limit: the server can always for
 AGENT_FSIZE = 256 << 20
 ENV = {"PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb", "USER": "agent"}
+# The package imports from the checkout, as the grader's test process does (src layout or not).
+ENV["PYTHONPATH"] = os.path.join(REPO, "src") if os.path.isdir(os.path.join(REPO, "src")) else REPO
 pristine = {}
 
 
