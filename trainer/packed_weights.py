@@ -25,15 +25,29 @@ from functools import partial
 
 import torch
 
+PACKING_OPS = ("_reorder_linear_weight", "_linear_pointwise")  # the private oneDNN ops the packed layers call
+BF16_OP = "_is_mkldnn_bf16_supported"
+
+
+def has_ops(*names: str) -> bool:
+    """Whether this torch build has oneDNN and each private op `names` in `torch.ops.mkldnn` (private: a build
+    or a later torch may lack one, and a missing op must mean "not packed", never an error mid-sampling)."""
+    return torch.backends.mkldnn.is_available() and all(hasattr(torch.ops.mkldnn, name) for name in names)
+
+
+def bf16_supported() -> bool:
+    """Whether oneDNN computes in bf16 on this CPU (False where the op that says so is missing)."""
+    return has_ops(BF16_OP) and bool(getattr(torch.ops.mkldnn, BF16_OP)())
+
 
 def can_pack(model: torch.nn.Module, dtype: torch.dtype = torch.float32) -> bool:
-    """fp32 weights on a CPU with oneDNN available, and for `dtype` bf16 a CPU whose oneDNN computes in bf16
-    (GPU sampling has its own fast paths)."""
+    """fp32 weights on a CPU with oneDNN and its packing ops, and for `dtype` bf16 a CPU whose oneDNN computes
+    in bf16 (GPU sampling has its own fast paths)."""
     if dtype not in (torch.float32, torch.bfloat16):
         raise ValueError(f"weights are packed in fp32 or bf16, not {dtype}")
-    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+    if not has_ops(*PACKING_OPS):
         return False
-    if dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if dtype == torch.bfloat16 and not bf16_supported():
         return False
     weight = next((m.weight for m in model.modules() if type(m) is torch.nn.Linear), None)
     return weight is not None and weight.device.type == "cpu" and weight.dtype == torch.float32
