@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlvr.trainer import packed_weights
 from rlvr.trainer.generation import sample
 from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.models import load_model
-from rlvr.trainer.packed_weights import can_pack, packed_linears
+from rlvr.trainer.packed_weights import bf16_supported, can_pack, has_ops, packed_linears
 
-pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="needs oneDNN (mkldnn)")
+needs_packing = pytest.mark.skipif(not has_ops(*packed_weights.PACKING_OPS),
+                                   reason="needs oneDNN and its private packing ops (torch.ops.mkldnn)")
 
 
 @pytest.fixture()
@@ -24,6 +26,7 @@ def _greedy(model, n_tokens=12):
     return [s.completion_ids for s in sample(model, prompts, SamplingSettings(n=2, max_new_tokens=n_tokens, greedy=True))]
 
 
+@needs_packing
 def test_packed_sampling_gives_the_same_tokens_and_logits(tiny):
     model, _ = tiny
     ids = torch.tensor([[5, 17, 230, 4, 99]])
@@ -36,6 +39,7 @@ def test_packed_sampling_gives_the_same_tokens_and_logits(tiny):
     assert packed_tokens == _greedy(model)
 
 
+@needs_packing
 def test_each_region_packs_the_current_weights_and_restores_the_layers(tiny):
     model, _ = tiny
     ids = torch.tensor([[5, 17, 230, 4, 99]])
@@ -57,6 +61,7 @@ def test_each_region_packs_the_current_weights_and_restores_the_layers(tiny):
     assert all(m.weight.grad is not None for m in linears)
 
 
+@needs_packing
 def test_not_packed_when_disabled_or_not_fp32(tiny):
     model, _ = tiny
     linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
@@ -69,6 +74,7 @@ def test_not_packed_when_disabled_or_not_fp32(tiny):
         assert not any("forward" in vars(m) for m in linears)
 
 
+@needs_packing
 def test_lora_layers_sample_with_their_merged_weight(tiny):
     from rlvr.trainer import lora
 
@@ -95,6 +101,7 @@ def test_lora_layers_sample_with_their_merged_weight(tiny):
     assert not any("forward" in vars(m) for m in model.modules())  # every layer restored
 
 
+@needs_packing
 def test_a_dora_layer_keeps_its_own_forward_over_a_packed_base(tiny):
     """DoRA's weight is not W + B A (a magnitude rescales it): its layers must not be merged that way."""
     from peft import LoraConfig, get_peft_model
@@ -116,7 +123,8 @@ def test_a_dora_layer_keeps_its_own_forward_over_a_packed_base(tiny):
     torch.testing.assert_close(packed, dense, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN does not compute in bf16 here")
+@needs_packing
+@pytest.mark.skipif(not bf16_supported(), reason="oneDNN does not compute in bf16 here (or cannot say)")
 def test_bf16_packing_rounds_the_linears_only(tiny):
     """bf16 packs: the linears compute in bf16 (as close to fp32 as autocast's bf16, not equal), their
     outputs and the rest of the model stay fp32, and the dense layers come back after the region."""
@@ -142,3 +150,27 @@ def test_only_fp32_or_bf16_weights_are_packed(tiny):
     model, _ = tiny
     with pytest.raises(ValueError, match="fp32 or bf16"):
         can_pack(model, torch.float16)
+
+
+def test_a_missing_private_op_means_not_packed(tiny, monkeypatch):
+    """Each private op is checked before use: a torch without one samples through the dense layers, no error."""
+    model, _ = tiny
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    for missing in ("_reorder_linear_weight", "_linear_pointwise"):
+        ops = tuple("_no_such_op" if op == missing else op for op in packed_weights.PACKING_OPS)
+        monkeypatch.setattr(packed_weights, "PACKING_OPS", ops)
+        assert not can_pack(model)
+        with packed_linears(model) as packed:
+            assert not packed and not any("forward" in vars(m) for m in linears)
+    monkeypatch.setattr(packed_weights, "BF16_OP", "_no_such_op")
+    assert not bf16_supported() and not can_pack(model, torch.bfloat16)
+
+
+def test_the_ops_checked_are_the_ops_called():
+    """PACKING_OPS names every private op the module calls (a new call must be guarded too)."""
+    import inspect
+    import re
+
+    called = set(re.findall(r"torch\.ops\.mkldnn\.(\w+)", inspect.getsource(packed_weights)))
+    assert called == set(packed_weights.PACKING_OPS)
+    assert all(hasattr(torch.ops.mkldnn, op) for op in called) == has_ops(*called)
