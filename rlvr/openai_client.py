@@ -1,6 +1,6 @@
 """A client for any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp, OpenAI).
 
-It lives apart from endpoint evaluation (`rlvr.endpoint`) because the LLM judge, a verifier,
+It lives apart from endpoint evaluation (`rlvr.evaluation.endpoint`) because the LLM judge, a verifier,
 needs it too, and verifiers import neither envs nor the trainer: this module imports only
 the standard library and httpx.
 
@@ -13,12 +13,19 @@ raises `EndpointError`, whose `kind` says what happened ("timeout", "unreachable
 At most `max_concurrency` requests are in flight per endpoint, however many threads send
 them: a request waits for a free slot before it starts, so the wait does not count against
 its timeout, and backoff sleeps hold no slot.
+
+`timeout` bounds each attempt from connect to the reply's last byte, not each read: httpx's
+timeouts are per network operation, so a server that drip-feeds a byte at a time would never
+trip them. A watchdog shuts the attempt's socket down when its time is up. `deadline` (an
+absolute `time.monotonic()` value, given per call) bounds a whole call, retries, backoff
+and the wait for a slot included: what a verifier with a deadline on every check needs.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -61,10 +68,51 @@ def _token_logprobs(choice: Any) -> list[float] | None:
         return None
 
 
+class _Cutoff:
+    """Shuts an attempt's socket down after `seconds`, so a drip-feeding server cannot stretch it.
+
+    The socket comes from httpcore's `trace` extension when the connection is made; the request
+    then fails at once with a transport error, which the caller reads as a timeout (`fired`).
+    Connections are not kept alive (see `ChatEndpoint._http`), so a late shutdown never hits
+    another request.
+    """
+
+    def __init__(self, seconds: float):
+        self.fired = False
+        self._socket = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            with self._lock:
+                self._socket = stream.get_extra_info("socket") if stream is not None else None
+                if self.fired:
+                    self._shutdown()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 class ChatEndpoint:
     """One model behind an OpenAI-compatible `/chat/completions` route.
 
-    `timeout` is per request (seconds); `retries` extra attempts follow a failed one,
+    `timeout` is per request (seconds, connect to last byte); `retries` extra attempts follow a failed one,
     after `backoff * 2**attempt` seconds (capped at `max_backoff`, with jitter).
     `max_concurrency` bounds the requests in flight. The API key comes from `api_key` or
     the `RLVR_ENDPOINT_API_KEY` environment variable.
@@ -110,8 +158,9 @@ class ChatEndpoint:
                 import httpx
 
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                # The slots bound the requests; the pool only keeps their connections alive for reuse.
-                limits = httpx.Limits(max_connections=None, max_keepalive_connections=self.max_concurrency)
+                # The slots bound the requests. No keep-alive: each attempt owns its connection, so the
+                # cut-off of an attempt (`_Cutoff`) can never shut down a connection another one reuses.
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
                 self._client = httpx.Client(base_url=self.base_url, headers=headers, limits=limits,
                                             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
             return self._client
@@ -122,38 +171,57 @@ class ChatEndpoint:
                 self._client.close()
                 self._client = None
 
-    def chat(self, messages: Sequence[dict[str, Any]], **params: Any) -> str:
-        """The reply text for `messages`. `params` go into the request body (max_tokens, temperature, seed, ...)."""
-        return self.message(messages, **params)["content"]
+    def chat(self, messages: Sequence[dict[str, Any]], *, deadline: float | None = None, **params: Any) -> str:
+        """The reply text for `messages`. `params` go into the request body (max_tokens, temperature, seed, ...);
+        `deadline` (a `time.monotonic()` value) ends the whole call, retries included, by then."""
+        return self.message(messages, deadline=deadline, **params)["content"]
 
-    def message(self, messages: Sequence[dict[str, Any]], **params: Any) -> dict[str, Any]:
+    def message(self, messages: Sequence[dict[str, Any]], *, deadline: float | None = None,
+                **params: Any) -> dict[str, Any]:
         """The assistant message for `messages`: `content` (a string, "" when none), `tool_calls` (a list) and
-        `logprobs`: each sampled token's log-prob when the server gave them (ask with `logprobs=True`), else None."""
+        `logprobs`: each sampled token's log-prob when the server gave them (ask with `logprobs=True`), else None;
+        `finish_reason` as the server gave it ("stop": an end-of-turn token or one of the request's `stop` strings).
+        With a `deadline`, no attempt, backoff or wait for a slot runs past it (kind "timeout" then)."""
         body = {"model": self.model, "messages": [dict(m) for m in messages], **params}
         last: EndpointError | None = None
         for attempt in range(self.retries + 1):
             if attempt:
-                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-                time.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    break  # no time left for another attempt: the last failure stands
+                time.sleep(delay)
+            limit = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
+            if limit <= 0 or not self._slots.acquire(timeout=limit if deadline is not None else None):
+                last = last or EndpointError("timeout", f"no reply from {self.base_url} by the deadline")
+                break
             try:
-                with self._slots:
-                    return self._once(body)
+                limit = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
+                return self._once(body, limit)
             except EndpointError as exc:
                 last = exc
                 if exc.kind == "http" and exc.status not in RETRY_STATUS:
                     break
+            finally:
+                self._slots.release()
         raise last  # type: ignore[misc]
 
-    def _once(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _once(self, body: dict[str, Any], limit: float) -> dict[str, Any]:
         import httpx
 
+        cutoff = _Cutoff(limit)
         try:
-            response = self._http().post("/chat/completions", json=body)
+            response = self._http().post("/chat/completions", json=body, extensions={"trace": cutoff.trace},
+                                         timeout=httpx.Timeout(max(limit, 1e-3), connect=max(1e-3, min(limit, 10.0))))
         except httpx.TimeoutException as exc:
-            raise EndpointError("timeout", f"no reply from {self.base_url} within {self.timeout:g}s "
+            raise EndpointError("timeout", f"no reply from {self.base_url} within {limit:g}s "
                                            f"({type(exc).__name__})") from None
         except httpx.TransportError as exc:
+            if cutoff.fired:
+                raise EndpointError("timeout", f"no whole reply from {self.base_url} within {limit:g}s "
+                                               "(cut off while it was still arriving)") from None
             raise EndpointError("unreachable", f"{self.base_url}: {type(exc).__name__}: {exc}") from None
+        finally:
+            cutoff.cancel()
         if response.status_code != 200:
             raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
                                 response.status_code)
@@ -166,7 +234,7 @@ class ChatEndpoint:
         if not isinstance(content, str):
             content = "" if content is None else str(content)
         return {"content": content, "tool_calls": calls if isinstance(calls, list) else [],
-                "logprobs": _token_logprobs(choice)}
+                "logprobs": _token_logprobs(choice), "finish_reason": choice.get("finish_reason")}
 
     def chat_many(self, conversations: Sequence[Sequence[dict[str, Any]]], **params: Any) -> list[str | EndpointError]:
         """Replies (or the `EndpointError` of each failed one) in input order; `max_concurrency` in flight."""

@@ -21,8 +21,9 @@ enough for its rubric.
 the retries or a judge that keeps answering malformed text gives value 0 with reason
 `error` (and `info["error"]` says which), so a run can drop those samples instead of
 punishing the policy. At most `max_concurrency` requests are in flight, however many
-threads score; requests are retried with exponential backoff, have a per-request timeout,
-and verdicts go to an on-disk cache (SQLite under `cache_dir`), so a repeated (rubric,
+threads score; requests are retried with exponential backoff, and `timeout` is a deadline on
+the whole judgement (every attempt, backoff and wait for a slot; each attempt cut at its last
+byte, so a server that drip-feeds its reply cannot stretch it); verdicts go to an on-disk cache (SQLite under `cache_dir`), so a repeated (rubric,
 question, reference, completion) is not judged twice.
 
 `math=True` scores with the rule-based math verifier first and asks the judge only when
@@ -39,6 +40,7 @@ import re
 import secrets
 import sqlite3
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,6 +167,8 @@ class JudgeVerifier(Verifier):
     sends a JSON-schema `response_format` so servers with guided decoding can only emit
     the verdict object. `cache_dir=None` uses ~/.cache/rlvr/judge; False turns the cache
     off. The task field `question` (or `prompt`) is shown to the judge with the reference.
+    `timeout` is the deadline of one judgement in seconds, retries included: past it the score
+    is `error` (kind "timeout"). With `math=True` the rules' own check comes first, under its limit.
     """
 
     name = "judge"
@@ -227,7 +231,8 @@ class JudgeVerifier(Verifier):
             return self._verdict(cached[0], cached[1], cached=True)
         reply = ""
         attempts = 0
-        while attempts <= self.endpoint.retries:
+        deadline = time.monotonic() + self.endpoint.timeout
+        while attempts <= self.endpoint.retries and time.monotonic() < deadline:
             nonce = secrets.token_hex(4)  # 32 random bits per request: unguessable, and few tokens
             messages = build_messages(rubric, self.scale, nonce, text, question, reference)
             params: dict[str, Any] = {"max_tokens": self.max_tokens, "temperature": self.temperature}
@@ -235,7 +240,7 @@ class JudgeVerifier(Verifier):
             if formats:
                 params["response_format"] = verdict_format(formats[0], nonce, self.scale)
             try:
-                reply = self.endpoint.chat(messages, **params)
+                reply = self.endpoint.chat(messages, deadline=deadline, **params)
             except EndpointError as exc:
                 if formats and exc.kind == "http" and "response_format" in str(exc):
                     self._drop_format(formats[0])  # this server wants the other form (or none): ask again
