@@ -64,6 +64,8 @@ class MathVerifier(Verifier):
     from when a worker takes it). `strict` turns off the last-number fallback.
     `workers` sets the worker-process count (default: CPU count, at most 8);
     `prefilled_think` means the chat template opened the think block already.
+    `rounded_references` (default True) accepts an exact answer that rounds to a decimal
+    reference at the reference's own number of decimals (`\\frac{84}{13}` for `6.46`).
     Task fields: `question`/`problem`/`prompt_text` (an answer that only echoes an
     expression of the question scores 0) and `simplified=True` (the answer must be a
     plain number when the reference is one).
@@ -73,7 +75,7 @@ class MathVerifier(Verifier):
     best = 1.0
 
     def __init__(self, timeout: float = 1.0, strict: bool = False, *, workers: int | None = None,
-                 prefilled_think: bool = False):
+                 prefilled_think: bool = False, rounded_references: bool = True):
         if not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
             raise ValueError(f"MathVerifier timeout must be a positive number of seconds, got {timeout!r}")
         if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -82,6 +84,7 @@ class MathVerifier(Verifier):
         self.strict = bool(strict)
         self.workers = workers
         self.prefilled_think = bool(prefilled_think)
+        self.rounded_references = bool(rounded_references)
 
     def __repr__(self) -> str:
         return f"MathVerifier(timeout={self.timeout}, strict={self.strict})"
@@ -189,7 +192,8 @@ class MathVerifier(Verifier):
             return Score(0.0, WRONG, info={**info, "why": echo})
         simplified = bool(fields.get("simplified", False))
         try:
-            verdict = grader.grade(answer, ref, split_words=split_words, simplified=simplified)
+            verdict = grader.grade(answer, ref, split_words=split_words, simplified=simplified,
+                                   rounded_references=self.rounded_references)
         except Exception as exc:  # noqa: BLE001 - the fast path must never raise on model output
             verdict = None
             info["fast_path_error"] = f"{type(exc).__name__}"
@@ -198,7 +202,7 @@ class MathVerifier(Verifier):
         if verdict is False:
             return Score(0.0, HEDGE if _offers_several(answer, ref) else WRONG, info=info)
         info["several"] = _offers_several(answer, ref)
-        return ("grade", answer, ref, split_words, simplified), info
+        return ("grade", answer, ref, split_words, simplified, self.rounded_references), info
 
     def _run_symbolic(self, tasks: list[tuple]) -> list[tuple[str, object]]:
         verdicts: list[tuple[str, object] | None] = []

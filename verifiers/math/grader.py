@@ -20,11 +20,13 @@ Conventions where graders differ (see docs/math.md):
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import itertools
 import re
 from fractions import Fraction
 
-from rlvr.verifiers.math import expressions, numeric, powers, structures
+from rlvr.verifiers.math import expressions, numeric, powers, renaming, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
 from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 
@@ -40,13 +42,29 @@ _WORDS = re.compile(r"^[A-Za-z][A-Za-z' -]*$")
 _FUNCTION_WORDS = frozenset({"sin", "cos", "tan", "log", "ln", "exp", "sqrt", "pi", "infty", "frac"})
 
 
+MAX_PM_SIGNS = 4  # a tuple with more `\\pm` signs is not expanded (2^4 = 16 tuples at most)
+# Whether a decimal reference may be a rounding of the exact answer (`6.46` for 84/13): set per call
+_rounded_references: contextvars.ContextVar[bool] = contextvars.ContextVar("rounded_references", default=True)
+
+
 class NeedsSymbolic(Exception):
     """A scalar pair the fast stages cannot decide."""
 
 
 def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: bool = False,
-          simplified: bool = False) -> bool | None:
-    """Whether `answer` equals `reference` (both raw, unboxed); None if sympy is needed."""
+          simplified: bool = False, rounded_references: bool = True) -> bool | None:
+    """Whether `answer` equals `reference` (both raw, unboxed); None if sympy is needed.
+
+    `rounded_references` accepts an exact answer that rounds to a decimal reference at the
+    reference's own number of decimals (see `rounds_to_reference`)."""
+    token = _rounded_references.set(rounded_references)
+    try:
+        return _grade(answer, reference, symbolic, split_words, simplified)
+    finally:
+        _rounded_references.reset(token)
+
+
+def _grade(answer: str, reference: str, symbolic: bool, split_words: bool, simplified: bool) -> bool | None:
     a, r = normalize(answer), normalize(reference)
     if _key(a) == _key(r):
         return True
@@ -64,9 +82,17 @@ def grade(answer: str, reference: str, *, symbolic: bool = False, split_words: b
     try:
         node_a = parse_structure(a, split_words=split_words)
         node_r = parse_structure(r, split_words=split_words)
-        return _equal(node_a, node_r, symbolic, simplified)
+        if _equal(node_a, node_r, symbolic, simplified):
+            return True
+        renamed = renaming.renamed_answer(a, r, node_a, node_r) if _LETTER.search(a) else None
+        if renamed is None:
+            return False
+        return _equal(parse_structure(renamed, split_words=split_words), node_r, symbolic, simplified)
     except NeedsSymbolic:
         return None
+
+
+_LETTER = re.compile(r"[A-Za-z]")
 
 
 # `1,22`, `0,111`, `1000,99`, `-3,5`, `1.234,5`: a comma that cannot be a thousands separator
@@ -146,7 +172,16 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
     if r.kind == "eq" and a.kind != "eq":
         r = _assigned_value(r)
     if a.kind in ("list", "set") and r.kind in ("list", "set"):
+        named = _by_name(a.items, r.items, symbolic, simplified)
+        if named is not None:
+            return named
+        if _labelled(a.items) or _labelled(r.items):  # `Minimum: 1, Maximum: 3`: in the reference's order
+            return _ordered(_unassign(a.items), _unassign(r.items), symbolic, simplified)
         return _unordered(_unassign(a.items), _unassign(r.items), symbolic, simplified)
+    if a.kind == "tuple" and r.kind in ("list", "set") and len(r.items) > 1 and _has_pm(a):
+        return _unordered(_expand_pm(a), r.items, symbolic, simplified)
+    if r.kind == "tuple" and a.kind in ("list", "set") and len(a.items) > 1 and _has_pm(r):
+        return _unordered(a.items, _expand_pm(r), symbolic, simplified)
     if a.kind in ("list", "set") and len(a.items) == 1:
         return _equal(a.items[0], r, symbolic, simplified)
     if r.kind in ("list", "set") and len(r.items) == 1:
@@ -155,7 +190,7 @@ def _equal(a: Node, r: Node, symbolic: bool, simplified: bool) -> bool:
         return _ordered(_unassign(a.items), r.items, symbolic, simplified)
     if r.kind == "list" and a.kind == "tuple":  # `(1, 2)` for `a = 1, b = 2`
         return _ordered(a.items, _unassign(r.items), symbolic, simplified)
-    if a.kind == "list" and r.kind == "union":  # `x < -2 or x > 2`
+    if {a.kind, r.kind} == {"list", "union"}:  # `x < -2 or x > 2`, on either side
         return _unordered(a.items, r.items, symbolic, simplified)
     if a.kind == "matrix" or r.kind == "matrix":
         return _matrix_equal(a, r, symbolic, simplified)
@@ -199,6 +234,51 @@ def _true_statement(node: Node) -> bool:
                  .replace("\\times", "")):
         return False
     return expressions.equal(lhs, rhs) is True
+
+
+def _by_name(a: tuple[Node, ...], r: tuple[Node, ...], symbolic: bool, simplified: bool) -> bool | None:
+    """`x = 1, y = 2` against `y = 2, x = 1`: assignments to distinct names on both sides are matched by
+    name (`x = 2, y = 1` is wrong); None unless both sides are such lists of the same names."""
+    names_a, names_r = _assignments(a), _assignments(r)
+    if names_a is None or names_r is None or set(names_a) != set(names_r):
+        return None
+    return all(_equal(parse_structure(names_a[k]), parse_structure(names_r[k]), symbolic, simplified) for k in names_a)
+
+
+def _assignments(items: tuple[Node, ...]) -> dict[str, str] | None:
+    out = {}
+    for item in items:
+        if item.kind != "eq" or item.text == "chain" or not is_name(item.items[0].text):
+            return None
+        out[_key(item.items[0].text).lower() if item.text == "label" else _key(item.items[0].text)] = item.items[1].text
+    return out if len(out) == len(items) > 1 else None
+
+
+def _labelled(items: tuple[Node, ...]) -> bool:
+    return any(item.kind == "eq" and item.text == "label" for item in items)
+
+
+def _has_pm(node: Node) -> bool:
+    return any(item.kind == "set" and item.text == "pm" for item in node.items)
+
+
+def _expand_pm(node: Node) -> tuple[Node, ...]:
+    """`(\\pm\\sqrt{2}, 0, \\pm\\sqrt{2})` as its four tuples: each `\\pm` takes either sign on its own;
+    with a `\\mp` in the tuple the signs go together (`(\\pm 1, \\mp 2)` is (1, -2) and (-1, 2))."""
+    signed = [k for k, item in enumerate(node.items) if item.kind == "set" and item.text == "pm"]
+    if len(signed) > MAX_PM_SIGNS:
+        return (node,)
+    if any(node.items[k].open == "mp" for k in signed):
+        choices = [(j,) * len(signed) for j in (0, 1)]
+    else:
+        choices = list(itertools.product((0, 1), repeat=len(signed)))
+    out = []
+    for choice in choices:
+        items = list(node.items)
+        for k, j in zip(signed, choice):
+            items[k] = items[k].items[j]
+        out.append(Node("tuple", items=tuple(items), open=node.open, close=node.close))
+    return tuple(out)
 
 
 def _unassign(items: tuple[Node, ...]) -> tuple[Node, ...]:
@@ -352,13 +432,16 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     if va is not None and vr is not None:
         if va == vr:
             return True
-        return _percent_dropped(a, r, va, vr) or _rounded(a, vr) or _rounded(r, va)
+        return _percent_dropped(a, r, va, vr) or _rounded(a, vr) or _rounded(r, va) or rounds_to_reference(va, r)
     text = _text_equal(a, r)
     if text is not None:
         return text
     fast = expressions.equal(a, r)
     if fast is not None:
-        return fast or _rounded(a, expressions.value(r)) or _rounded(r, expressions.value(a))
+        if fast:
+            return True
+        value_a = expressions.value(a)
+        return _rounded(a, expressions.value(r)) or _rounded(r, value_a) or rounds_to_reference(value_a, r)
     if not symbolic:
         raise NeedsSymbolic(f"{a!r} vs {r!r}")
     from rlvr.verifiers.math import symbolic as sym
@@ -366,7 +449,7 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     pa, pr = sym.parse(a), sym.parse(r)
     if sym.equal(pa, pr):
         return True
-    if _rounded(a, sym.value(pr)) or _rounded(r, sym.value(pa)):
+    if _rounded(a, sym.value(pr)) or _rounded(r, sym.value(pa)) or rounds_to_reference(sym.value(pa), r):
         return True
     if a.endswith("%") != r.endswith("%"):  # a dropped percent sign: compare the bare numbers
         return sym.equal(sym.parse(a.rstrip("%")), sym.parse(r.rstrip("%")))
@@ -390,6 +473,38 @@ def _rounded(decimal: str, exact) -> bool:
     except (TypeError, ValueError, OverflowError):
         return False
     return bool(gap <= Fraction(1, 2 * 10 ** places) * Fraction(1001, 1000))
+
+
+def rounds_to_reference(exact, reference: str) -> bool:
+    """A decimal reference that is a rounding: `6.46` for the exact 84/13 = 6.4615...
+
+    True when the reference is a decimal with d >= 1 places, the answer's exact value rounds to it
+    at d places (|value - reference| < 0.5 * 10^-d), and that value has no finite decimal expansion
+    (a fraction whose denominator has a prime factor other than 2 and 5, or an irrational number).
+    A value with a finite expansion would have been written exactly, so `2.45` is never taken
+    for `2.5`, and an answer that is itself a decimal (`6.47`, `6.461`) is compared exactly. Off when
+    `grade(..., rounded_references=False)` (`MathVerifier(rounded_references=False)`)."""
+    if exact is None or not _rounded_references.get():
+        return False
+    m = _DECIMAL_LITERAL.fullmatch(reference.replace(" ", ""))
+    if not m:
+        return False
+    places = len(m.group(3))
+    gold = Fraction(reference.replace(" ", ""))
+    half = Fraction(1, 2 * 10 ** places)
+    if isinstance(exact, Fraction):
+        den = exact.denominator
+        for p in (2, 5):
+            while den % p == 0:
+                den //= p
+        return den != 1 and abs(exact - gold) < half
+    try:
+        value = complex(exact)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if abs(value.imag) > 1e-30 or value.real != value.real:
+        return False
+    return abs(Fraction(value.real) - gold) < half * Fraction(999, 1000)
 
 
 def _percent_dropped(a: str, r: str, va: Fraction, vr: Fraction) -> bool:
@@ -452,10 +567,14 @@ def reference_readable(reference: str) -> bool:
 
 
 def leaves(node: Node):
-    """The scalar strings of a parsed answer, depth first (the sides of an equation are parsed
-    as shapes too: `(p, q) = (3, 2)` has the leaves p, q, 3, 2)."""
+    """The scalar strings of a parsed answer, depth first. The sides of an equation between
+    expressions are parsed as shapes too; the label of an assignment is not a leaf: `(p, q) = (3, 2)`
+    has the leaves 3 and 2."""
     if node.kind == "scalar":
         yield node.text
+    if node.kind == "eq" and is_name(node.items[0].text):  # a label (`m_{\\max} = ...`) need not parse
+        yield from leaves(parse_structure(node.items[1].text))
+        return
     for item in node.items:
         yield from leaves(parse_structure(item.text) if node.kind in ("eq", "rel") else item)
 

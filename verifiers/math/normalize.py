@@ -12,6 +12,7 @@ import functools
 import re
 
 from rlvr.verifiers.boxes import match_brace
+from rlvr.verifiers.math.unicode_math import to_latex
 
 # Spacing and sizing commands that carry no meaning.
 _DROP = (
@@ -176,6 +177,8 @@ def normalize(s: str) -> str:
 
 
 def _normalize(s: str) -> str:
+    if not s.isascii() or "<" in s or "&" in s:
+        s = to_latex(s)
     s = _full_stop(strip_math_delimiters(undouble_backslashes(s)))
     if s.startswith("**") and s.endswith("**") and len(s) > 4:  # markdown bold around the answer
         s = s[2:-2]
@@ -212,6 +215,10 @@ def _normalize(s: str) -> str:
     for command in _UNWRAP:
         if command in s:
             s = unwrap(s, command)
+    if "st" in s or "nd" in s or "rd" in s or "th" in s:
+        s = _ORDINAL.sub("", s)  # `12^{th}`, `15th`: the number
+    if "\\in" in s or "integer" in s:
+        s = _drop_qualifier(s)
     s = _strip_units(s)  # again: `\text{18 eggs}` shows its unit only once unwrapped
     s = s.replace("\\$", "").replace("$", "")
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
@@ -229,6 +236,31 @@ def _normalize(s: str) -> str:
 
 
 _normalize_cached = functools.lru_cache(maxsize=1 << 15)(_normalize)
+
+
+# `12^{th}`, `12^\\text{th}` (unwrapped by now), `15th`, `2nd`: an ordinal suffix after a digit
+_ORDINAL = re.compile(r"(?<=\d)(?:\s*\^\s*\{\s*(?:st|nd|rd|th)\s*\}|\s*\^\s*(?:st|nd|rd|th)|(?:st|nd|rd|th))(?![A-Za-z])")
+# `x = k\pi, k \in \mathbb{Z}`, `n\pi \text{ for any integer } n`, `2k, where k is an integer`: the range
+# of the parameter, said after the answer
+_INTEGERS = r"(?:Z|N|\\mathbb\s*\{?\s*[ZN]\s*\}?)(?:\s*\^\s*\{?\s*\+\s*\}?|\s*_\s*\{?\s*(?:\\geq\s*0|0|\+)\s*\}?)?"
+_QUALIFIER = re.compile(
+    r"\s*[,;]?\s*\(?\s*(?:(?:for|where|with)\s+)?(?:(?:all|any|every|some)\s+)?(?:"
+    rf"(?<![A-Za-z\\\\])(?P<vars>[a-zA-Z](?:\s*,\s*[a-zA-Z])*)\s*(?:\\in\s*{_INTEGERS}|(?:is|are)\s+(?:an?\s+|any\s+)?"
+    r"(?:(?:positive|nonnegative|non-negative)\s+)?integers?)"
+    r"|(?:(?:positive|nonnegative|non-negative)\s+)?integers?\s+(?P<var>[a-zA-Z]))\s*\)?\s*$")
+
+
+def _drop_qualifier(s: str) -> str:
+    """The answer without a final statement of its parameter's range (`, k \\in \\mathbb{Z}`), when the
+    parameter is used in what remains."""
+    m, tries = _QUALIFIER.search(s), 3
+    while m and tries:  # `2\\pi k, k \\in Z`: the list of names may start inside the answer
+        rest = s[:m.start()]
+        names = re.findall(r"[a-zA-Z]", m.group("vars") or m.group("var"))
+        if rest.strip() and all(re.search(rf"(?<![A-Za-z\\]){n}(?![A-Za-z])", rest) for n in names):
+            return rest
+        m, tries = _QUALIFIER.search(s, m.start() + 1), tries - 1
+    return s
 
 
 def _full_stop(s: str) -> str:

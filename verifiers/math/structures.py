@@ -18,6 +18,7 @@ MAX_NESTING = 100  # deeper brackets are refused before any parsing (recursion s
 _OPEN = "([{"
 _CLOSE = ")]}"
 _RELATIONS = ("\\leq", "\\geq", "\\ne", "<", ">", "=")
+RELATIONS = _RELATIONS
 _MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$", re.DOTALL)
 _MEMBER = re.compile(r"^[a-zA-Z](?:_\{?\w+\}?)?\s*\\in\b\s*")
 _SYMBOL = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[\w]+\}?)?(?:\([a-z]\))?$")
@@ -28,9 +29,10 @@ class Node:
     """A parsed answer shape. `kind` is one of scalar, set, list, tuple, matrix, union, eq, rel."""
 
     kind: str
-    text: str = ""  # scalar: the expression; rel: the operator; "pm" for the two values of a ±; eq: "chain" for a = b = c
+    text: str = ""  # scalar: the expression; rel: the operator; "pm" for the two values of a ±; eq: "chain" for
+    # a = b = c, "label" for `Minimum: 1`
     items: tuple[Node, ...] = ()  # elements; eq/rel: (lhs, rhs); matrix: rows as tuple nodes
-    open: str = ""  # tuple: bracket characters (for intervals)
+    open: str = ""  # tuple: bracket characters (for intervals); "mp" on the values of a `\\mp`
     close: str = ""
 
 
@@ -132,11 +134,32 @@ def parse_structure(s: str, *, split_words: bool = False) -> Node:
     if split_words:
         s = re.sub(r"\\text\{\s*(or|and)\s*\}", r" \1 ", s)
         s = re.sub(r"(?<=[)\]}])\s*(or|and)\s*(?=[(\[{\\\d-])", r" \1 ", s)  # `(11,7)or(7,11)`
+        s = re.sub(r"(?<=[\w)\]}])\s+(or|and)(?=[-+])", r" \1 ", s)  # `7 and-5`, as normalised
         seps = (",", ";", " or ", " and ", "\\lor", "\\vee", "\\text{or}", "\\text{and}")
     parts = [p for p in split_top(s, seps) if p.strip()]
     if 1 < len(parts) <= MAX_ITEMS:
-        return Node("list", items=tuple(parse_structure(p) for p in parts))
-    return _single(s)
+        return Node("list", items=tuple(_item(p) for p in parts))
+    labelled = _label(s)
+    return labelled if labelled is not None else _single(s)
+
+
+_LABEL = re.compile(r"^\s*([A-Za-z][A-Za-z ]*[A-Za-z])\s*:\s*(\S.*)$", re.DOTALL)  # `Minimum: 1`
+_WORDS_AFTER = re.compile(r"^\s*([-+]?\d[\d.,]*|[-+]?\\frac\{\d+\}\{\d+\})\s+[A-Za-z]{3,}(?:\s+[A-Za-z]{3,})?\s*$")
+
+
+def _label(s: str) -> Node | None:
+    """`Minimum: 1`: a value named by words and a colon, as an equation whose left side is the label
+    (its `text` is "label": a list of them is compared in order)."""
+    m = _LABEL.match(s)
+    if not m or m.group(1).strip().lower() in ("or", "and"):
+        return None
+    return Node("eq", text="label", items=(scalar(m.group(1)), scalar(m.group(2))))
+
+
+def _item(part: str) -> Node:
+    """One item of a list: `40 chocolate candies` is the number 40 (the words name what is counted)."""
+    m = _WORDS_AFTER.match(part)
+    return parse_structure(m.group(1) if m else part)
 
 
 def _single(s: str) -> Node:
@@ -151,6 +174,12 @@ def _single(s: str) -> Node:
         rows = [r for r in re.split(r"\\\\(?:\[[^\]]*\])?", m.group(2)) if r.strip() and not r.strip().startswith("\\hline")]
         cells = tuple(Node("tuple", items=tuple(scalar(c) for c in r.split("&"))) for r in rows)
         return Node("matrix", items=cells)
+    if s.startswith("\\{") and ("\\mid" in s or "|" in s or ":" in s):
+        from rlvr.verifiers.math import setbuilder  # setbuilder uses this module's relations
+
+        described = setbuilder.parse(s)
+        if described is not None:
+            return described
     braced = s.startswith("{") and s.endswith("}") and _closing(s, 0) == len(s) - 1 and "," in s
     if braced or (s.startswith("\\{") and _closing(s, 0) == len(s) - 2 and s.endswith("\\}")):
         inner = s[1:-1] if braced else s[2:-2]
@@ -173,14 +202,22 @@ def _single(s: str) -> Node:
     if len(pm) == 2:
         left, right = pm[0].strip(), pm[1].strip()
         plus, minus = (f"{left}+{right}", f"{left}-({right})") if left else (right, f"-({right})")
+        if "\\pm" not in s:  # `\\mp`: the lower sign first, so that `(\\pm a, \\mp b)` pairs a with -b
+            return Node("set", text="pm", items=(scalar(minus), scalar(plus)), open="mp")
         return Node("set", text="pm", items=(scalar(plus), scalar(minus)))
     signs = s.count("\\pm") + s.count("\\mp")
     if signs == 1 and not _continues(s, s.find("\\pm") if "\\pm" in s else s.find("\\mp"), "\\pm"):
         # `\\frac{-1 \\pm \\sqrt{13}}{4}`: inside a group, the sign applies to the next term
         upper, lower = ("+", "-") if "\\pm" in s else ("-", "+")
         token = "\\pm" if "\\pm" in s else "\\mp"
-        return Node("set", text="pm", items=(scalar(s.replace(token, upper)), scalar(s.replace(token, lower))))
+        return Node("set", text="pm", items=(scalar(s.replace(token, upper)), scalar(s.replace(token, lower))),
+                    open="" if token == "\\pm" else "mp")
     return scalar(s)
+
+
+def relation(s: str) -> Node | None:
+    """The relation `s` states (an interval for `x > 3`, an equation, a chain), or None."""
+    return _relation(s)
 
 
 def _relation(s: str) -> Node | None:

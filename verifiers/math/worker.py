@@ -36,11 +36,12 @@ def handle(task: tuple) -> tuple[str, object]:
             return "error", f"{type(exc).__name__}: {exc}"
     if task[0] == "reference":  # does this reference parse at all?
         return "ok", not _side_fails(task[1])
-    kind, answer, reference, split_words, simplified = task
+    kind, answer, reference, split_words, simplified, *rounded = task  # rounded: (rounded_references,) or ()
     if kind != "grade":
         return "error", f"unknown task {kind!r}"
     try:
-        verdict = grader.grade(answer, reference, symbolic=True, split_words=split_words, simplified=simplified)
+        verdict = grader.grade(answer, reference, symbolic=True, split_words=split_words, simplified=simplified,
+                               rounded_references=bool(rounded[0]) if rounded else True)
         return "ok", bool(verdict)
     except symbolic.Guarded as exc:
         return ("bad_reference" if _side_fails(reference) else "guard"), str(exc)
