@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.envs.base import CORRECT, action_text
-from rlvr.envs.repo_task import RepoTask, image_of, load_catalogue
+from rlvr.envs.repo_task import RepoTask, load_catalogue
 from rlvr.envs.tasks import Task, TaskSource
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
@@ -89,7 +89,7 @@ class RepoGrader(Verifier):
         task = self.tasks[fields["instance_id"]]
         diff = completion if isinstance(completion, str) else ""
         try:
-            graded = grade(image_of(task), task.repo_dir, task.setup_patch, diff, task.fail_to_pass,
+            graded = grade(task_image(task), task.repo_dir, task.setup_patch, diff, task.fail_to_pass,
                            task.pass_to_pass, source_paths=task.source_paths, test_patch=task.test_patch,
                            mode=self.mode, timeout=self.timeout)
         except Exception as exc:  # the grader's infrastructure, never the model's diff
@@ -127,7 +127,7 @@ class RepoTools:
             env = self._env
             task = env.repo_task
             try:
-                pool = get_workspace_pool(image_of(task), task.repo_dir, env.pool_size, env.limits)
+                pool = get_workspace_pool(task_image(task), task.repo_dir, env.pool_size, env.limits)
                 workspace = pool.acquire()
             except Exception as exc:
                 raise ToolUnavailable(f"no workspace: {exc}") from None
@@ -204,6 +204,21 @@ class RepoTools:
             return self.workspace.diff()
         except WorkspaceError as exc:
             raise ToolUnavailable(str(exc)) from None
+
+
+_IMAGES: dict[tuple, str] = {}
+
+
+def task_image(task: RepoTask) -> str:
+    """The task's image: its own tag, or the package's image, built on first use (then cached)."""
+    if task.image:
+        return task.image
+    key = (task.package, task.version, task.sdist_sha256)
+    if key not in _IMAGES:
+        from rlvr.sandbox.repo_image import ensure_image
+
+        _IMAGES[key] = ensure_image(*key, log=lambda _message: None)
+    return _IMAGES[key]
 
 
 def _command_reply(result: dict[str, Any]) -> str:
