@@ -164,7 +164,7 @@ REJECT = {
         ("6.47", "6.46"),
         ("6.461", "6.46"),  # a decimal answer is compared exactly
         ("\\frac{85}{13}", "6.46"),
-        ("\\frac{49}{20}", "2.5"),  # 2.45 has a finite expansion: 2.5 is then read as exact
+        ("\\frac{123}{50}", "2.5"),  # 2.46 has a finite expansion: 2.5 is then read as exact
         ("\\frac{84}{13}", "6"),  # an integer reference is exact
         ("\\frac{84}{13}", "6.460"),  # the reference's own number of decimals: 6.462
         ("\\sqrt{2}", "1.42"),
