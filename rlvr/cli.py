@@ -18,7 +18,8 @@ COMMANDS = {
     "verify": ("rlvr.cli", "score one completion with a registered verifier"),
     "list": ("rlvr.listing", "list verifiers and environments (filter by family or a search word)"),
     "sandbox": ("rlvr.sandbox.cli", "build or check the Docker sandbox image"),
-    "eval": ("rlvr.evaluate", "evaluate a model on an environment (pass@1, pass@k)"),
+    "repo": ("rlvr.envs.repo_build", "build repository tasks from a PyPI package (rlvr repo build NAME==VERSION)"),
+    "eval": ("rlvr.evaluation.cli", "evaluate a model on an environment (pass@1, pass@k)"),
     "train": ("rlvr.trainer.cli", "train a model with GRPO from a YAML config"),
     "plot": ("rlvr.trainer.plot", "write PNG curves for a training run"),
     "export": ("rlvr.trainer.export", "write a run's trained model (LoRA merged) as a transformers folder"),
@@ -96,8 +97,8 @@ def run_verify(args: argparse.Namespace) -> int:
                 completion = fh.read()
     else:
         completion = args.completion
-    fields = _key_values(args.field, "--field")
-    verifier = make_verifier(args.verifier, **_key_values(args.option, "--option"))
+    fields = key_values(args.field, "--field")
+    verifier = make_verifier(args.verifier, **key_values(args.option, "--option"))
     score = verifier.score(completion, args.reference, **fields)
     if args.json:
         print(json.dumps(score.to_dict(), ensure_ascii=False))
@@ -111,7 +112,7 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_values(items: list[str], flag: str) -> dict[str, Any]:
+def key_values(items: list[str], flag: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
