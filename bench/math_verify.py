@@ -7,7 +7,16 @@ Corpora (built once, scored by both systems in the same run):
   correct final answer (as `#### n`, `\\boxed{n}` or "The answer is n.") and the same
   solution ending in a wrong number;
 - math500: MATH-500 references with the dataset's own solution (correct), and the
-  solution of another problem whose answer has a different value (incorrect).
+  solution of another problem whose answer has a different value (incorrect);
+- cases: the project's labelled suite, tests/math_cases.jsonl (its task fields included);
+- hard_equivalents: the cases of tests/test_math_hard_equivalents.py (#52), written beside the
+  rules they test, so not a held-out measure: it shows the peer's verdicts on the same classes.
+
+Throughput (pairs per CPU-second, the speedup) is measured on the first three, as before #52;
+the last two are scored after them and only count for accuracy. Error rates with 95% Wilson
+intervals (bench/rates.py) are printed per corpus and system: the false-positive rate over the
+wrong answers, the false-negative rate over the correct ones, and in RESULT for the peer's suite
+(mathverify_speed) and the project's corpus (cases, gsm8k and math500 together).
 
 Each system runs in its own fresh process (sympy's caches would favour whichever ran
 second). math-verify runs as people use it: `parse(completion)` and `parse("\\boxed{gold}")`
@@ -30,6 +39,7 @@ Ends with one RESULT line.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -43,11 +53,17 @@ from pathlib import Path
 # This file is named like the package it measures: keep its folder off the import path so
 # that `import math_verify` finds math-verify, not this script.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+_spec = importlib.util.spec_from_file_location("rates", Path(__file__).resolve().parent / "rates.py")
+rates = importlib.util.module_from_spec(_spec)  # bench/rates.py, loaded without putting bench/ on the path
+_spec.loader.exec_module(rates)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 DATASETS = SHARED / "datasets"
 SYSTEMS = ("rlvr", "mathverify_cached", "mathverify")  # the peer with a reference cache like rlvr's, then plain
+SPEED = ("mathverify_speed", "gsm8k", "math500")  # the corpora the throughput is measured on
+PEER_SUITE = ("mathverify_speed",)
+PROJECT_CORPUS = ("cases", "gsm8k", "math500")
 
 
 # --- corpora ------------------------------------------------------------------------------
@@ -96,6 +112,20 @@ def corpus_math500(n: int, seed: int) -> list[dict]:
     return pairs
 
 
+def corpus_cases() -> list[dict]:
+    rows = [json.loads(line) for line in (ROOT / "tests" / "math_cases.jsonl").read_text().splitlines()]
+    return [{"completion": r["completion"], "reference": r["reference"], "label": bool(r["expected"]),
+             "fields": r.get("fields", {})} for r in rows]
+
+
+def corpus_hard_equivalents() -> list[dict]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_math_hard_equivalents as hard
+
+    return [{"completion": f"So the final answer is $\\boxed{{{a}}}$.", "reference": r, "label": label}
+            for table, label in ((hard.ACCEPT, True), (hard.REJECT, False)) for pairs in table.values() for a, r in pairs]
+
+
 def _clearly_different(a: str, b: str) -> bool:
     """Different digits and different letters: no chance of two spellings of one value."""
     def signature(s):
@@ -119,7 +149,8 @@ def score_rlvr(corpora: dict[str, list[dict]]) -> dict:
     out = {}
     for name, pairs in corpora.items():
         cpu0, worker0, wall0, killed0 = time.process_time(), pool.cpu_seconds, time.perf_counter(), pool.replaced
-        scores = verifier.score_batch([p["completion"] for p in pairs], [p["reference"] for p in pairs])
+        scores = verifier.score_batch([p["completion"] for p in pairs], [p["reference"] for p in pairs],
+                                      [p.get("fields", {}) for p in pairs])
         cpu = time.process_time() - cpu0 + pool.cpu_seconds - worker0
         verdicts = [s.value == 1.0 for s in scores]
         out[name] = _summary(pairs, verdicts, cpu, time.perf_counter() - wall0)
@@ -162,7 +193,21 @@ def _summary(pairs, verdicts, cpu, wall) -> dict:
     correct = sum(v == p["label"] for p, v in zip(pairs, verdicts))
     false_pos = sum(v and not p["label"] for p, v in zip(pairs, verdicts))
     false_neg = sum(p["label"] and not v for p, v in zip(pairs, verdicts))
-    return {"pairs": len(pairs), "cpu_s": cpu, "wall_s": wall, "correct": correct, "fp": false_pos, "fn": false_neg}
+    positives = sum(p["label"] for p in pairs)
+    return {"pairs": len(pairs), "cpu_s": cpu, "wall_s": wall, "correct": correct, "fp": false_pos, "fn": false_neg,
+            "positives": positives, "negatives": len(pairs) - positives}
+
+
+def _rates(results: dict, system: str, names) -> dict:
+    """False-positive rate over the wrong answers and false-negative rate over the correct ones."""
+    parts = [results[system][name] for name in names if name in results[system]]
+    fp, neg = sum(p["fp"] for p in parts), sum(p["negatives"] for p in parts)
+    fn, pos = sum(p["fn"] for p in parts), sum(p["positives"] for p in parts)
+    return {"fp": rates.rate(fp, neg), "fn": rates.rate(fn, pos)}
+
+
+def _interval(r: dict) -> str:
+    return f"{r['errors']}/{r['n']} = {100 * r['rate']:.2f}% [{100 * r['low']:.2f}, {100 * r['high']:.2f}]"
 
 
 def _in_fresh_process(system: str, corpus_file: str) -> dict:
@@ -197,6 +242,8 @@ def main() -> None:
         corpora["gsm8k"] = corpus_gsm8k(args.gsm8k, args.seed)
     if (DATASETS / "math500" / "test.jsonl").exists():
         corpora["math500"] = corpus_math500(args.math500, args.seed)
+    corpora["cases"] = corpus_cases()
+    corpora["hard_equivalents"] = corpus_hard_equivalents()
     for name, pairs in corpora.items():
         print(f"corpus {name}: {len(pairs)} pairs ({sum(p['label'] for p in pairs)} correct)")
 
@@ -217,10 +264,16 @@ def main() -> None:
             ratio = results[peer][name]["cpu_s"] / max(results["rlvr"][name]["cpu_s"], 1e-9)
             print(f"{name:<18}{'speedup vs ' + peer:<30}{ratio:>12.1f}")
 
-    def total(system, key):
-        return sum(results[system][name][key] for name in corpora)
+    print(f"\n{'corpus':<18}{'system':<20}{'false positives (95% interval)':>38}{'false negatives (95% interval)':>38}")
+    for name in corpora:
+        for system in SYSTEMS:
+            r = _rates(results, system, (name,))
+            print(f"{name:<18}{system:<20}{_interval(r['fp']):>38}{_interval(r['fn']):>38}")
 
-    n = total("rlvr", "pairs")
+    def total(system, key):
+        return sum(results[system][name][key] for name in SPEED if name in corpora)
+
+    n = total("rlvr", "pairs")  # the throughput corpora
     rate = {system: n / total(system, "cpu_s") for system in SYSTEMS}
     summary = {
         "rlvr_pairs_per_cpu_s": round(rate["rlvr"], 1),
@@ -232,11 +285,17 @@ def main() -> None:
         "mathverify_accuracy": round(total("mathverify_cached", "correct") / n, 4),
         "mathverify_plain_accuracy": round(total("mathverify", "correct") / n, 4),
         "rlvr_timeouts": total("rlvr", "timeouts"),
+        "rates": {suite: {system: _rates(results, system, names) for system in ("rlvr", "mathverify_cached")}
+                  for suite, names in (("peer_suite", PEER_SUITE), ("project_corpus", PROJECT_CORPUS),
+                                       ("hard_equivalents", ("hard_equivalents",)))},
     }
     print(f"\nall corpora: {n} pairs; rlvr {summary['rlvr_pairs_per_cpu_s']} vs math-verify "
           f"{summary['mathverify_cached_pairs_per_cpu_s']} pairs per CPU-second with each reference parsed once "
           f"(speedup {summary['speedup']}), {summary['mathverify_pairs_per_cpu_s']} parsing it every time "
           f"({summary['speedup_vs_plain']}); rlvr timed out on {summary['rlvr_timeouts']} (each charged 5 CPU-seconds)")
+    for suite, by_system in summary["rates"].items():
+        for system, r in by_system.items():
+            print(f"{suite} {system}: false positives {_interval(r['fp'])}, false negatives {_interval(r['fn'])}")
     print("RESULT " + json.dumps(summary))
 
 
