@@ -287,6 +287,8 @@ class RepoFixEnv(ToolEnv):
 
     def _end(self, score: Score | None, ended_by: str):
         """End the episode: grade the workspace's diff (unless a tool's infrastructure failed), release it."""
+        if self._submitted and ended_by != "error":  # submitted on the turn a budget ran out: a submission
+            ended_by = "answer"
         if ended_by != "error":
             try:
                 diff = self.repo_tools.diff()
