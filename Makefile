@@ -60,5 +60,26 @@ bench: $(STAMP) install-vllm
 	@set -e; for f in bench/*.py; do echo "== $$f"; \
 		case " $(VLLM_BENCH) " in *" $$f "*) $(VLLM_VENV)/bin/python $$f;; *) $(PY) $$f;; esac; done
 
+# The trainer's GPU paths on one NVIDIA GPU, offline (scripts/gpu_check.py): on a machine without CUDA each CUDA step
+# prints SKIP and why. For an image with only torch, transformers and peft: `make gpu-check-bundle` here writes
+# the wheels it lacks (rlvr, gymnasium and its two dependencies) and a tiny model into $(GPU_CHECK_DIR) (about
+# 15 MiB: carry that folder); `make gpu-check` there installs them into $(GPU_CHECK_DIR)/site, offline, first.
+GPU_CHECK_DIR ?= build/gpu-check
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+.PHONY: gpu-check gpu-check-bundle
+gpu-check:
+	@if ! $(GPU_PY) -c "import rlvr.trainer.grpo, gymnasium" 2>/dev/null && [ -d $(GPU_CHECK_DIR)/wheels ]; then \
+		$(GPU_PY) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_CHECK_DIR)/site $(GPU_CHECK_DIR)/wheels/*.whl; fi
+	PYTHONPATH="$(abspath $(GPU_CHECK_DIR))/site$${PYTHONPATH:+:$$PYTHONPATH}" RLVR_GPU_CHECK_DIR=$(GPU_CHECK_DIR) \
+		$(GPU_PY) scripts/gpu_check.py
+
+gpu-check-bundle: $(STAMP)
+	rm -rf $(GPU_CHECK_DIR) && mkdir -p $(GPU_CHECK_DIR)/wheels
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w $(GPU_CHECK_DIR)/wheels .
+	$(PY) -m pip download -q --no-deps -d $(GPU_CHECK_DIR)/wheels gymnasium==1.4.0 farama-notifications==0.0.6 \
+		cloudpickle==3.1.3
+	$(PY) scripts/gpu_check.py --write-model $(GPU_CHECK_DIR)/tiny-model
+	du -sh $(GPU_CHECK_DIR)
+
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache .ruff_cache

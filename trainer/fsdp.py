@@ -28,7 +28,6 @@ import torch
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from rlvr.trainer import distributed
 from rlvr.trainer.logprobs import group_logprobs
 
 
@@ -61,8 +60,8 @@ class Sharded:
     """A causal LM sharded in place with FSDP2; `policy` computes its log-probs."""
 
     def __init__(self, model, device):
-        if not distributed.active():
-            raise ValueError("parallel: fsdp needs several processes: launch with torchrun --nproc_per_node N")
+        if not torch.distributed.is_initialized():  # a one-process group shards nothing but runs the same code
+            raise ValueError("parallel: fsdp needs a process group: launch with torchrun --nproc_per_node N (N > 1)")
         for layer in model.get_decoder().layers:
             fully_shard(layer)
         self.model = model
