@@ -63,12 +63,12 @@ def episode_rates(model, tok, local, engine, args) -> tuple[float, float, list[f
     mean |vLLM - trainer| log-prob)."""
     import torch
 
-    from rlvr.trainer.generation import eos_ids
-    from rlvr.trainer.generator import SamplingSettings
-    from rlvr.trainer.groups import make_envs
     from rlvr.trainer.logprobs import group_logprobs
     from rlvr.trainer.packed_weights import packed_linears
-    from rlvr.trainer.rollout import rollout
+    from rlvr.trainer.rollout.chat import eos_ids
+    from rlvr.trainer.rollout.envs import make_envs
+    from rlvr.trainer.rollout.loop import rollout
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from multiturn import TOOL_ENV, register_tool_env
@@ -138,10 +138,11 @@ def main(argv=None) -> int:
 
     import torch
 
-    from rlvr.trainer.generation import encode_chats
-    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
     from rlvr.trainer.models import load_model
     from rlvr.trainer.packed_weights import packed_linears
+    from rlvr.trainer.rollout.chat import encode_chats
+    from rlvr.trainer.rollout.local import LocalGenerator
+    from rlvr.trainer.rollout.sessions import SamplingSettings
     from rlvr.trainer.vllm_generator import VLLMGenerator
 
     torch.set_num_threads(args.threads)

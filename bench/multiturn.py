@@ -91,10 +91,13 @@ def register_tool_env() -> None:
 
 
 def measure(name, env_id, kwargs, model, tok, args) -> dict:
-    from rlvr.trainer.generation import eos_ids, sample
-    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
-    from rlvr.trainer.groups import make_envs, prompt_seed
-    from rlvr.trainer.rollout import local_rollout, rollout
+    from rlvr.trainer.rollout.chat import eos_ids
+    from rlvr.trainer.rollout.envs import make_envs
+    from rlvr.trainer.rollout.groups import prompt_seed
+    from rlvr.trainer.rollout.local import LocalGenerator
+    from rlvr.trainer.rollout.loop import local_rollout, rollout
+    from rlvr.trainer.rollout.sampler import sample
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     class Resubmit:  # the local sampler behind `sample` only: each turn encodes the episode's ids again
         sample = LocalGenerator(model, tok.pad_token_id).sample

@@ -50,11 +50,11 @@ def main() -> None:
 
     from rlvr.trainer import lora
     from rlvr.trainer.config import load_config
-    from rlvr.trainer.generation import Sampled
-    from rlvr.trainer.groups import make_envs
     from rlvr.trainer.models import load_model
     from rlvr.trainer.packed_weights import can_pack, packed_linears
-    from rlvr.trainer.rollout import local_rollout
+    from rlvr.trainer.rollout.envs import make_envs
+    from rlvr.trainer.rollout.loop import local_rollout
+    from rlvr.trainer.rollout.sessions import Sampled
 
     config = load_config(ROOT / "configs" / "arith-lora-smollm2.yaml")
     model, tokenizer = load_model(config.model)

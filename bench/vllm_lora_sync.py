@@ -30,11 +30,11 @@ import time
 def child(args) -> dict:
     import torch
 
-    from rlvr.trainer.generation import encode_chats
-    from rlvr.trainer.generator import SamplingSettings
     from rlvr.trainer.logprobs import group_logprobs
     from rlvr.trainer.lora import check_options, wrap
     from rlvr.trainer.models import load_model
+    from rlvr.trainer.rollout.chat import encode_chats
+    from rlvr.trainer.rollout.sessions import SamplingSettings
     from rlvr.trainer.vllm_generator import VLLMGenerator
 
     torch.set_num_threads(args.threads)

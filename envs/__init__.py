@@ -71,8 +71,8 @@ register_env("rlvr/ToolMath-v0", entry_point="rlvr.envs.tool_math:math_tools", r
 register_env("rlvr/RepoFix-v0", entry_point="rlvr.envs.repo_env:repo_fix", replace=True, family="code",
              description="fix a bug in a real package with bash/view/edit/test tools in a container, graded apart "
                          "(tasks catalogue/path/SWE-bench records, packages, mode all/fraction, hide_tests)")
-register_env("rlvr/OpenEnv-v0", entry_point="rlvr.envs.openenv_client:OpenEnvClientEnv", replace=True,
+register_env("rlvr/OpenEnv-v0", entry_point="rlvr.integrations.openenv_client:OpenEnvClientEnv", replace=True,
              family="remote", description="any OpenEnv server as an env (url=, action_field=, prompt_fields=)")
-register_env("rlvr/Verifiers-v0", entry_point="rlvr.integrations.verifiers_env:make_env", replace=True,
+register_env("rlvr/Verifiers-v0", entry_point="rlvr.integrations.verifiers_gym:make_env", replace=True,
              family="interop", kwargs={"taskset": "rlvr-env", "limit": 100},
              description="a verifiers (0.4) taskset as an env, scored by its own rewards (taskset=, limit=, options=)")

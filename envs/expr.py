@@ -27,7 +27,7 @@ class ExprError(ValueError):
     """The text is not an allowed arithmetic expression (or divides by zero)."""
 
 
-def evaluate(text: str) -> tuple[Fraction, Counter]:
+def evaluate_expression(text: str) -> tuple[Fraction, Counter]:
     """The exact value of `text` and the multiset of integer literals it uses."""
     if len(text) > MAX_CHARS:
         raise ExprError(f"expression longer than {MAX_CHARS} characters")

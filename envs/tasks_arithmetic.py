@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rlvr.envs.expr import evaluate
+from rlvr.envs.expr import evaluate_expression
 from rlvr.envs.tasks import Generator
 
 OPERATORS = "+-*/"
@@ -55,7 +55,7 @@ class ArithmeticTasks(Generator):
             ops.append(op)
             numbers.append(number)
         expression = str(numbers[0]) + "".join(f" {op} {n}" for op, n in zip(ops, numbers[1:]))
-        value, _ = evaluate(expression)
+        value, _ = evaluate_expression(expression)
         prompt = f"Compute {expression}. Give the result as an integer in \\boxed{{}}."
         # `simplified`: the integer itself, as asked; `(623*685)` has the value but is no answer
         return prompt, str(value.numerator), {"simplified": True}

@@ -12,7 +12,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from rlvr.envs.expr import ExprError, evaluate
+from rlvr.envs.expr import ExprError, evaluate_expression
 from rlvr.envs.tasks import Generator
 from rlvr.verifiers.boxes import final_region, find_boxes
 from rlvr.verifiers.core import BAD_REFERENCE, NO_ANSWER, PARSE_ERROR, WRONG, Score, Verifier, completion_text
@@ -42,7 +42,7 @@ class CountdownVerifier(Verifier):
             text = text.replace(old, new)
         expression = text.split("=")[0]
         try:
-            value, used = evaluate(expression)
+            value, used = evaluate_expression(expression)
         except ExprError as exc:
             return Score(0.0, PARSE_ERROR, info={"answer": boxes[-1].content, "why": str(exc)})
         info = {"answer": boxes[-1].content, "value": str(value)}

@@ -10,7 +10,7 @@ import random
 from fractions import Fraction
 from typing import Any
 
-from rlvr.envs.expr import evaluate
+from rlvr.envs.expr import evaluate_expression
 from rlvr.envs.tasks import Generator
 
 _SHOWN = {"+": "+", "-": "-", "*": "\\times", "/": "\\div"}
@@ -38,7 +38,7 @@ class FractionTasks(Generator):
         ops = [rng.choice(self.ops) for _ in range(terms - 1)]
         ascii_expr = f"({fractions[0].numerator}/{fractions[0].denominator})" + "".join(
             f" {op} ({f.numerator}/{f.denominator})" for op, f in zip(ops, fractions[1:]))
-        value, _ = evaluate(ascii_expr)
+        value, _ = evaluate_expression(ascii_expr)
         shown = _latex(fractions[0]) + "".join(f" {_SHOWN[op]} {_latex(f)}" for op, f in zip(ops, fractions[1:]))
         prompt = f"Compute ${shown}$. Give the answer as a fraction in lowest terms (or an integer) in \\boxed{{}}."
         return prompt, _latex(value), {"simplified": True}  # lowest terms, as asked: no unevaluated sums

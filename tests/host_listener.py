@@ -6,7 +6,8 @@ import contextlib
 import ipaddress
 import socket
 import threading
-import time
+
+from waiting import wait_for
 
 
 @contextlib.contextmanager
@@ -37,11 +38,12 @@ def listening():
         server.close()
 
 
-def wait_for(received, count, seconds=10.0):
-    """The listener's messages once `count` have arrived (or the time is up)."""
-    deadline = time.monotonic() + seconds
-    while len(received) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
+def arrived(received, count, seconds=10.0):
+    """The listener's messages once `count` have arrived (or those that had when the time was up)."""
+    try:
+        wait_for(lambda: len(received) >= count, seconds, f"{count} messages", interval=0.05)
+    except AssertionError:
+        pass
     return sorted(received)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import needs
 import pytest
+from waiting import free_port
 
 MODEL_ALIAS = "smollm2"
 START_TIMEOUT_S = 180
@@ -46,12 +47,6 @@ def gguf_path() -> Path | None:
         return None
     files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     return files[0] if files else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _unavailable(why: str):

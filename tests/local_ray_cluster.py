@@ -17,23 +17,17 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from waiting import free_port
+
 # a dead node is noticed in about a second instead of Ray's default half minute
 FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "3",
                       "RAY_health_check_timeout_ms": "500"}
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now, as the OS picks it."""
-    with socket.socket() as probe:
-        probe.bind(("", 0))
-        return probe.getsockname()[1]
 
 
 class LocalRayCluster:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rlvr.trainer.config import load_config
-from rlvr.trainer.groups import make_envs
+from rlvr.trainer.rollout.envs import make_envs
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 

@@ -8,13 +8,14 @@ from collections import Counter
 
 import pytest
 from conftest import require_docker
-from llama_server import Relay, free_port
+from llama_server import Relay
+from waiting import free_port
 
 from rlvr.cli import main
-from rlvr.endpoint import ChatEndpoint, EndpointError, api_base, evaluate_endpoint
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
-from rlvr.openai_client import _token_logprobs
+from rlvr.evaluation.endpoint import evaluate_endpoint
+from rlvr.openai_client import ChatEndpoint, EndpointError, _token_logprobs, api_base
 
 LOOP_TASKS = 3  # ToolMath tasks evaluated; greedy SmolLM2, shown two worked calls, calls python on each
 

@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 
 import rlvr.envs  # noqa: F401  (registers the ids)
 from rlvr.envs import score_groups
-from rlvr.envs.expr import ExprError, evaluate
+from rlvr.envs.expr import ExprError, evaluate_expression
 from rlvr.envs.tasks_algebra import LinearEquationTasks
 from rlvr.envs.tasks_arithmetic import ArithmeticTasks
 from rlvr.envs.tasks_code import TEMPLATES, CodeTasks
@@ -147,10 +147,10 @@ def test_countdown_use_all_and_hostile_input():
 
 
 def test_safe_evaluator_is_exact_and_refuses_code():
-    assert evaluate("7/2*2") == (Fraction(7), {7: 1, 2: 2})
+    assert evaluate_expression("7/2*2") == (Fraction(7), {7: 1, 2: 2})
     for bad in ["x + 1", "abs(-3)", "2**3", "1 if 1 else 2", "[1][0]", "1.5", "True + 1", "'a'"]:
         with pytest.raises(ExprError):
-            evaluate(bad)
+            evaluate_expression(bad)
 
 
 @pytest.mark.parametrize("difficulty", [1, 2, 3])

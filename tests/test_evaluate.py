@@ -12,7 +12,7 @@ import pytest
 import sympy
 
 from rlvr.cli import main
-from rlvr.evaluate import evaluate, pass_at_k
+from rlvr.evaluation.passk import evaluate_pass_at_k, pass_at_k
 
 
 def _gold(prompt: list[dict]) -> str:
@@ -52,11 +52,11 @@ def test_pass_at_k_rejects_impossible_counts():
 def test_bad_counts_are_refused_before_any_env_is_made(counts, message):
     # an unknown id: making an env first would raise "unknown env" instead
     with pytest.raises(ValueError, match=message):
-        evaluate("rlvr/Nope-v0", one_right_policy, progress=False, **counts)
+        evaluate_pass_at_k("rlvr/Nope-v0", one_right_policy, progress=False, **counts)
 
 
 def test_evaluate_with_a_scripted_policy():
-    result = evaluate("rlvr/Arithmetic-v0", one_right_policy, n=4, ks=(1, 2, 4), limit=6, batch_size=4,
+    result = evaluate_pass_at_k("rlvr/Arithmetic-v0", one_right_policy, n=4, ks=(1, 2, 4), limit=6, batch_size=4,
                       env_kwargs={"digits": 2, "ops": "+-"}, progress=False, keep_samples=True)
     assert result.items == 6 and result.n == 4
     assert result.pass_at == pytest.approx({1: 0.25, 2: 0.5, 4: 1.0})
@@ -66,7 +66,7 @@ def test_evaluate_with_a_scripted_policy():
 
 
 def test_evaluate_counts_per_item_correctness():
-    result = evaluate("rlvr/Arithmetic-v0", even_items_policy, n=2, limit=10, batch_size=3,
+    result = evaluate_pass_at_k("rlvr/Arithmetic-v0", even_items_policy, n=2, limit=10, batch_size=3,
                       env_kwargs={"digits": 2}, progress=False)
     from rlvr.envs import make
 
@@ -128,14 +128,15 @@ def test_the_models_log_probs_reach_the_samples_without_the_env_tokens():
     in order; the env's tokens between turns (weight 0) are left out."""
     needs.module("rlvr.trainer.generation")
     from rlvr.envs import make
-    from rlvr.trainer.generation import eos_ids
-    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
     from rlvr.trainer.models import load_model
-    from rlvr.trainer.rollout import rollout
+    from rlvr.trainer.rollout.chat import eos_ids
+    from rlvr.trainer.rollout.local import LocalGenerator
+    from rlvr.trainer.rollout.loop import rollout
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     model, tok = load_model("smollm2")
     generator, stop = LocalGenerator(model, tok.pad_token_id), tuple(eos_ids(tok, model))
-    result = evaluate("rlvr/MathSelfCheck-v0", generator, limit=1, batch_size=1, tokenizer=tok, stop_token_ids=stop,
+    result = evaluate_pass_at_k("rlvr/MathSelfCheck-v0", generator, limit=1, batch_size=1, tokenizer=tok, stop_token_ids=stop,
                       max_new_tokens=12, keep_samples=True, progress=False)
     sample, = result.samples
     env = make("rlvr/MathSelfCheck-v0")

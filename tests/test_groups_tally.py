@@ -2,7 +2,8 @@
 
 from collections import Counter
 
-from rlvr.trainer.groups import Group, tally
+from rlvr.trainer.rollout.groups import Group
+from rlvr.trainer.rollout.tally import tally
 
 
 def _group(index, episodes):

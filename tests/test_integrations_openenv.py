@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,11 +24,11 @@ import httpx
 import needs
 import pytest
 from gymnasium.utils.env_checker import check_env
+from waiting import free_port
 
 import rlvr.envs  # noqa: F401  (registers rlvr/OpenEnv-v0)
 from rlvr.cli import main as rlvr_main
-from rlvr.trainer.episodes import drop_errors, is_error
-from rlvr.trainer.groups import Group
+from rlvr.trainer.rollout.groups import Group, drop_errors, is_error
 
 needs.module("openenv.core", reason="needs the 'interop' extra (openenv-core)")
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
@@ -47,12 +46,6 @@ DIPG_ROWS = [  # context, question, answer: the DIPG env's dataset format (its X
      "How many patients received ONC201 in study C?", "20 patients."),
 ]
 DIPG_FORMAT_ERROR, DIPG_HALLUCINATION = -50.0, -20.0  # the env's own default rewards
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str) -> None:
@@ -97,7 +90,7 @@ def serve_env(env_id: str, **env_kwargs) -> tuple[subprocess.Popen, str]:
 
 def start_server(mode: str, tmp_path: Path) -> tuple[subprocess.Popen, str]:
     """A server of tests/openenv_servers.py (`dipg`, `slow`, `malformed`, `die`)."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(OPENENV_ENVS), str(TESTS)]),
            "DIPG_DATASET_PATH": str(dipg_dataset(tmp_path))}
     proc = subprocess.Popen([sys.executable, str(TESTS / "openenv_servers.py"), mode, str(port)], env=env,
@@ -227,7 +220,7 @@ def dipg_policy(prompts: list[list[dict]], n: int) -> list[list[str]]:
 
 def test_rlvr_eval_runs_the_published_dipg_env_with_its_rewards(tmp_path, capsys):
     """DIPG's own app (its module as published: one session at a time), its server on loopback."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(OPENENV_ENVS), "DIPG_DATASET_PATH": str(dipg_dataset(tmp_path))}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "med_safety_gym.app:app", "--host", "127.0.0.1",
                              "--port", str(port), "--log-level", "warning"], env=env, cwd=tmp_path,
@@ -278,7 +271,7 @@ def _error_step(env) -> dict:
 
 
 def test_a_server_that_is_down_gives_error_episodes_in_env_and_eval(capsys):
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     env = gym.make("rlvr/OpenEnv-v0", url=url, connect_timeout=2)
     messages, info = env.reset(seed=0)
     assert messages == [{"role": "user", "content": ""}] and "ConnectionError" in info["error"]

@@ -12,7 +12,7 @@ from rlvr.envs import ListTasks
 from rlvr.envs.tool_calls import HermesParser
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
-from rlvr.integrations.trl import environment_dataset, environment_factory
+from rlvr.integrations.trl_environment import environment_dataset, environment_factory
 from rlvr.registry import register_verifier
 from rlvr.verifiers import OverlongPenalty
 

@@ -8,7 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from llama_server import Relay, free_port
+from llama_server import Relay
+from waiting import free_port
 
 import rlvr.verifiers.judge as judge_module
 from rlvr.registry import make_verifier

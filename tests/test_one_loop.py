@@ -1,5 +1,5 @@
 """Training, `rlvr eval` (a policy, a local model) and `rlvr eval --endpoint` all run the one episode loop,
-`trainer/rollout.py`'s `rollout` (issue #29).
+`trainer/rollout/loop.py`'s `rollout` (issue #29).
 
 The loop opens each batch's generator session through the `start` it imported; a spy put there records
 what each batch was sampled by (the session's type, and whether greedily) and hands back the real
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from rlvr.cli import main
-from rlvr.trainer import rollout
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
+from rlvr.trainer.rollout import loop as rollout
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from rlvr.trainer import packed_weights
-from rlvr.trainer.generation import sample
-from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.models import load_model
 from rlvr.trainer.packed_weights import bf16_supported, can_pack, has_ops, packed_linears
+from rlvr.trainer.rollout.sampler import sample
+from rlvr.trainer.rollout.sessions import SamplingSettings
 
 needs_packing = pytest.mark.skipif(not has_ops(*packed_weights.PACKING_OPS),
                                    reason="needs oneDNN and its private packing ops (torch.ops.mkldnn)")

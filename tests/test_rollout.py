@@ -12,10 +12,11 @@ from padded import padded
 
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
-from rlvr.trainer.generation import eos_ids
-from rlvr.trainer.generator import LocalGenerator, SamplingSettings, start
-from rlvr.trainer.groups import prompt_seed
-from rlvr.trainer.rollout import rollout
+from rlvr.trainer.rollout.chat import eos_ids
+from rlvr.trainer.rollout.groups import prompt_seed
+from rlvr.trainer.rollout.local import LocalGenerator
+from rlvr.trainer.rollout.loop import rollout
+from rlvr.trainer.rollout.sessions import SamplingSettings, start
 
 ENV = "rlvr/ToolMath-v0"
 KWARGS = {"tasks": "arithmetic", "digits": 3, "ops": "*", "require_boxed": False, "demos": 2, "max_turns": 3}
@@ -153,13 +154,14 @@ def test_the_loop_and_endpoint_evaluation_import_without_torch():
     import sys
 
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import rlvr.endpoint, rlvr.evaluate, rlvr.trainer.rollout, rlvr.trainer.generator\n")
+            "import rlvr.evaluation.cli, rlvr.evaluation.endpoint, rlvr.trainer.rollout.loop, rlvr.trainer.rollout.local\n"
+            "from rlvr.trainer.rollout import registry; assert registry.names() == ('local', 'vllm')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("keys,message", [
-    ({"generator": "vLLM"}, "generator must be 'local' or 'vllm'"),
+    ({"generator": "vLLM"}, "generator must be one of 'local', 'vllm'"),
     ({"generator": "vllm", "parallel": "fsdp"}, "parallel: replicate"),
     ({"vllm_sleep": True}, "vllm_sleep needs generator: vllm"),
     ({"generator": "vllm", "vllm_kv_cache_gib": 0}, "vllm_kv_cache_gib must be positive"),

@@ -10,9 +10,8 @@ from conftest import require_docker
 
 from rlvr.envs import make
 from rlvr.envs.python_tool import PythonTool
-from rlvr.trainer.generation import Sampled
-from rlvr.trainer.generator import SamplingSettings
-from rlvr.trainer.rollout import rollout
+from rlvr.trainer.rollout.loop import rollout
+from rlvr.trainer.rollout.sessions import Sampled, SamplingSettings
 
 KWARGS = {"tasks": "arithmetic", "digits": 3, "ops": "*", "require_boxed": False, "demos": 1, "max_turns": 3}
 

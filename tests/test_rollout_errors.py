@@ -12,8 +12,8 @@ import pytest
 
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import MultiTurnEnv
-from rlvr.trainer.generator import SamplingSettings, Session, Turn
-from rlvr.trainer.rollout import rollout
+from rlvr.trainer.rollout.loop import rollout
+from rlvr.trainer.rollout.sessions import BatchSession, SamplingSettings, Turn
 
 TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(3) for b in range(3)]
 
@@ -43,7 +43,7 @@ class RightUntil:
         return _RightUntil(batch, settings, self.good)
 
 
-class _RightUntil(Session):
+class _RightUntil(BatchSession):
     def __init__(self, batch, settings, good: int):
         super().__init__(batch, settings)
         self.good, self.asked = good, [0] * len(batch.envs)

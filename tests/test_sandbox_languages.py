@@ -15,7 +15,7 @@ import os
 
 import pytest
 from conftest import require_docker
-from host_listener import bridge_gateway, listening, wait_for
+from host_listener import arrived, bridge_gateway, listening
 
 from rlvr.sandbox.pool import SandboxPool, SandboxUnavailable
 from rlvr.sandbox.protocol import Job
@@ -228,7 +228,7 @@ def test_no_network_in_compiled_programs(pool):
             pool.image, ["sh", "-c", 'cd /tmp && printf "%s" "$SRC" > m.c && gcc -o m m.c && ./m'],
             environment={"SRC": code.replace("TAG", "net")}, network_mode="bridge", remove=True)
         assert bridged.decode() == "reached\n"
-        assert wait_for(received, 1) == ["net"]
+        assert arrived(received, 1) == ["net"]
 
 
 def test_compile_limits_hold(pool):

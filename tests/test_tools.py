@@ -310,23 +310,23 @@ gym.register("test_tools/Add-v0", entry_point=lambda **kw: make_env(**kw))
 
 
 def test_rlvr_eval_runs_whole_episodes():
-    from rlvr.evaluate import evaluate
+    from rlvr.evaluation.passk import evaluate_pass_at_k
 
     def policy(prompts, n):
         assert n == 1 and all("<tools>" in p[0]["content"] for p in prompts)  # advertised in the system message
         return [[f"It is {p[-1]['content']}." if p[-1]["role"] == "tool" else call("add", a=2, b=3)] for p in prompts]
 
-    result = evaluate("test_tools/Add-v0", policy, n=2, ks=(1, 2), limit=1, batch_size=1, progress=False)
+    result = evaluate_pass_at_k("test_tools/Add-v0", policy, n=2, ks=(1, 2), limit=1, batch_size=1, progress=False)
     assert (result.pass_at, result.turns_mean, result.tool_calls_mean) == ({1: 1.0, 2: 1.0}, 2.0, 1.0)
 
 
 def test_rlvr_eval_scores_the_last_turn_of_a_self_check():
-    from rlvr.evaluate import evaluate
+    from rlvr.evaluation.passk import evaluate_pass_at_k
 
     def policy(prompts, n):  # right at first, then talked out of it by the self-check
         return [["\\boxed{7}" if len(p) > 2 else f"\\boxed{{{eval(p[-1]['content'][8:].split('.')[0])}}}"]
                 for p in prompts]
 
-    result = evaluate("rlvr/MathSelfCheck-v0", policy, limit=3, batch_size=2, progress=False,
+    result = evaluate_pass_at_k("rlvr/MathSelfCheck-v0", policy, limit=3, batch_size=2, progress=False,
                       env_kwargs={"tasks": "arithmetic", "digits": 2})
     assert result.turns_mean == 2.0 and result.pass_at[1] == 0.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 from conftest import require_docker
-from host_listener import bridge_gateway, listening, wait_for
+from host_listener import arrived, bridge_gateway, listening
 
 import rlvr.envs  # noqa: F401  (registers rlvr/ToolMath-v0)
 from rlvr.envs.python_tool import PythonTool
@@ -71,7 +71,7 @@ def test_code_runs_isolated(tool):
         bridged = pool._client.containers.run(pool.image, ["python3", "-c", REACH.format(
             hosts=hosts[1:], port=port, tag="bridged")], network_mode="bridge", remove=True).decode()
         assert bridged.strip() == f"reached {hosts[1:]}"
-        assert wait_for(received, 3) == sorted([f"host {hosts[0]}", f"host {hosts[1]}", f"bridged {hosts[1]}"])
+        assert arrived(received, 3) == sorted([f"host {hosts[0]}", f"host {hosts[1]}", f"bridged {hosts[1]}"])
 
 
 def test_tool_math_episode_end_to_end(tool):

@@ -11,12 +11,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import needs
 import pytest
 import yaml
+from waiting import wait_for
 
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
@@ -61,16 +61,6 @@ def workers(cluster) -> list[int]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def alive(pid: int) -> bool:

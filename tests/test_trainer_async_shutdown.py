@@ -18,7 +18,7 @@ needs.module("ray")
 psutil = needs.module("psutil")
 
 from test_trainer_async import TOY  # noqa: E402
-from test_trainer_async_faults import wait_for  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 

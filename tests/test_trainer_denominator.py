@@ -20,7 +20,7 @@ def _grad_norm(tmp_path, name, count_skipped, trained_groups, groups):
 
 def test_counting_the_skipped_groups_gives_the_gradient_of_training_them_at_advantage_zero(tmp_path):
     sampler = GRPOTrainer(TrainConfig(**TOY), tmp_path / "sample")
-    groups, kept = sampler._collect()
+    groups, kept = sampler.sample_step()
     assert len(kept) >= 2
     (first, adv), (second, _) = kept[0], kept[1]
     pair = [first, second]  # `second` plays a group skipped for equal rewards

@@ -8,11 +8,11 @@ import torch
 
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import MultiTurnEnv
-from rlvr.trainer.generation import prefill_prompts
-from rlvr.trainer.groups import prompt_seed
 from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
 from rlvr.trainer.models import load_model
-from rlvr.trainer.rollout import local_rollout
+from rlvr.trainer.rollout.groups import prompt_seed
+from rlvr.trainer.rollout.loop import local_rollout
+from rlvr.trainer.rollout.sampler import prefill_prompts
 
 TOL = 1e-4  # fp32 on CPU: the three ways of computing a log-prob agree to ~1e-6; a wrong position or mask is >1e-2
 TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(3) for b in range(3)]
@@ -144,8 +144,8 @@ def test_a_peft_model_gets_the_cache_under_its_base_models_name():
 
     from peft import LoraConfig, get_peft_model
 
-    from rlvr.trainer.generation import sample
-    from rlvr.trainer.generator import SamplingSettings
+    from rlvr.trainer.rollout.sampler import sample
+    from rlvr.trainer.rollout.sessions import SamplingSettings
 
     base, _ = load_model("tiny", seed=0)
     peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"]))

@@ -9,11 +9,13 @@ from padded import padded
 from rlvr.envs import ListTasks
 from rlvr.envs.multiturn import SELF_CHECK, MathSelfCheckEnv
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import _end_marker, call_ended, drop_errors, env_tokens, is_error
 from rlvr.trainer.logprobs import group_logprobs
 from rlvr.trainer.loss import grpo_loss
 from rlvr.trainer.models import load_model
-from rlvr.trainer.rollout import local_rollout
+from rlvr.trainer.rollout.chat import env_tokens
+from rlvr.trainer.rollout.envs import call_ended, end_marker
+from rlvr.trainer.rollout.groups import drop_errors, is_error
+from rlvr.trainer.rollout.loop import local_rollout
 from rlvr.verifiers.core import Score
 
 TASKS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in range(3) for b in range(3)]
@@ -115,7 +117,7 @@ def test_error_episodes_are_left_out_of_advantages_and_counted(tiny):
 
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = GRPOTrainer(cfg, run_dir, model=model, tokenizer=tok)
-        groups, kept = trainer._collect()
+        groups, kept = trainer.sample_step()
     errors = sum(g.errors for g in groups)
     assert errors > 0, "the flaky env should fail some episodes"
     assert sum(len(g.infos) for g in groups) == 3 * 4 - errors
@@ -132,7 +134,7 @@ def test_error_episodes_are_left_out_of_advantages_and_counted(tiny):
 
 
 def test_drop_errors_keeps_single_turn_groups_whole():
-    from rlvr.trainer.groups import Group
+    from rlvr.trainer.rollout.groups import Group
 
     g = Group(0, [1], [[2], [3]], [False, False], ["a", "b"], [1.0, 0.0],
               [{"score": {"reason": None}}, {"score": {"reason": "error"}}], [[0.0], [0.0]])
@@ -166,4 +168,4 @@ def test_a_turn_stops_where_the_env_parser_says_a_call_ended():
     assert call_ended(hermes)(tagged) and not call_ended(hermes)(fence)
     assert call_ended(gym.make("test_episodes/SelfCheck-v0"))(tagged)  # no parser: the Hermes default
     # the cheap test on a turn's last tokens, before the whole turn is decoded
-    assert fence.endswith(_end_marker(code)) and tagged.endswith(_end_marker(hermes))
+    assert fence.endswith(end_marker(code)) and tagged.endswith(end_marker(hermes))

@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from padded import padded
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from rlvr.trainer.generation import _pick, sample
-from rlvr.trainer.generator import SamplingSettings
 from rlvr.trainer.logprobs import _pack, group_logprobs, token_logprobs
 from rlvr.trainer.models import load_model
+from rlvr.trainer.rollout.sampler import pick_tokens, sample
+from rlvr.trainer.rollout.sessions import SamplingSettings
 
 
 @pytest.fixture(scope="module")
@@ -148,16 +148,16 @@ def test_token_logprobs_do_not_depend_on_the_chunk_size():
 def test_top_p_sampling_by_inverse_cdf():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
     # nucleus 0.6 keeps tokens 0 and 1 (0.5 + 0.3): u = 0.1 -> 0; u = 0.9 -> 0.72 of 0.8 -> token 1
-    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)[0].tolist() == [0, 1]
+    assert pick_tokens(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)[0].tolist() == [0, 1]
     # without the nucleus u = 0.9 falls in token 2's slice
-    assert _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)[0].tolist() == [0, 2]
+    assert pick_tokens(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)[0].tolist() == [0, 2]
 
 
 def test_sampler_reports_the_log_probability_of_each_token_under_its_nucleus():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]]))
-    _, logp = _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)  # renormalised over {0, 1}: 0.625, 0.375
+    _, logp = pick_tokens(logits, torch.tensor([0.1, 0.9]), 1.0, 0.6)  # renormalised over {0, 1}: 0.625, 0.375
     assert torch.allclose(logp.exp(), torch.tensor([0.625, 0.375]))
-    _, logp = _pick(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)
+    _, logp = pick_tokens(logits, torch.tensor([0.1, 0.9]), 1.0, 1.0)
     assert torch.allclose(logp.exp(), torch.tensor([0.5, 0.2]))
 
 

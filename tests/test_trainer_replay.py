@@ -8,10 +8,10 @@ import test_trainer_run
 import torch
 
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.groups import prompt_seed
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.metrics import read_jsonl
 from rlvr.trainer.replay import ReplayBuffer
+from rlvr.trainer.rollout.groups import prompt_seed
 
 TOY = {**test_trainer_run.TOY, "min_lr_ratio": 1.0}  # a constant lr: a run cut short keeps the schedule
 

@@ -2,9 +2,10 @@
 
 `async: {workers: N, max_staleness: k}` in a run config makes `rlvr train` use this trainer. It is
 the synchronous `GRPOTrainer` with one change: a step's groups come from the worker pool
-(trainer/async_workers.py) instead of `_collect`, and after each optimizer step the new weights
-are published to the workers. Everything else (the loss, the optimizer, evaluations, checkpoints,
-metrics) is the synchronous trainer's own code.
+(trainer/async_workers.py, each worker sampling with trainer/step_sampler.py) instead of
+`sample_step`, and after each optimizer step the new weights are published to the workers.
+Everything else (the loss, the optimizer, evaluations, checkpoints, metrics) is the synchronous
+trainer's own code.
 
 A step sampled under the current weights (staleness 0) trains exactly as a synchronous step: at
 k = 0 the run logs the same completions and metrics as a synchronous run of the same seeds. A
@@ -74,14 +75,14 @@ class AsyncGRPOTrainer(GRPOTrainer):
         own = []  # the step's last trainer_prompts prompts, sampled here while the workers finish the rest
         if cfg.async_["trainer_prompts"]:
             self.data_position = step_position(cfg, self.step)
-            own, _ = self._collect(slice(cfg.prompts_per_step - cfg.async_["trainer_prompts"], None))
+            own, _ = self.sample_step(slice(cfg.prompts_per_step - cfg.async_["trainer_prompts"], None))
         own_s = time.perf_counter() - t0
         batch = self.pool.batch(self.step)
         wait_s = time.perf_counter() - t0
         groups, kept = batch.groups + own, batch.kept
         if own:  # advantages over the whole step, as a synchronous step computes them
-            candidates = [g for g in groups if self._has_signal(g)]
-            kept = list(zip(candidates, self._advantages(candidates, groups)))
+            candidates = [g for g in groups if self.sampler.has_signal(g)]
+            kept = list(zip(candidates, self.sampler.advantages(candidates, groups)))
         self.env_kwargs, self.data_position, self._replayed = batch.env_kwargs, batch.data_position, 0
         staleness = self.step - batch.version
         histogram = {str(staleness): len(batch.groups)}

@@ -1,8 +1,9 @@
 """Generation workers of asynchronous GRPO: Ray actors that sample and score whole steps ahead of training.
 
-A worker holds its own copy of the model inside a `GRPOTrainer` built from the run's config and
-uses only that trainer's `_collect`: the same prompts, sampling seeds, episodes (tools included),
-scoring through the envs and advantages as a synchronous step, so no loop is written twice. The
+A worker holds its own copy of the model and samples each step with the synchronous trainer's
+`StepSampler` (trainer/step_sampler.py): the same prompts, sampling seeds, episodes (tools included),
+scoring through the envs and advantages as a synchronous step, so no loop is written twice. It builds
+no optimizer and no reference model: it only samples. The
 step index fixes everything random (the prompts are `step * prompts_per_step * (1 + refill_rounds)`
 onwards), so a step sampled again, after a worker died, draws the same prompts.
 
@@ -104,14 +105,18 @@ def step_position(config, step: int) -> int:
 
 
 class GenerationWorker:
-    """The Ray actor: a trainer built from the run config, used only to sample and score steps."""
+    """The Ray actor: the run's model, its generator and a step sampler, used only to sample and score steps."""
 
-    def __init__(self, config: dict, index: int, niceness: int):
-        import shutil
-        import tempfile
+    def __init__(self, config, index: int, niceness: int):
+        import dataclasses
 
-        from rlvr.trainer.config import from_dict
-        from rlvr.trainer.grpo import GRPOTrainer
+        import torch
+
+        from rlvr.trainer import distributed, lora
+        from rlvr.trainer.memory import release_freed_memory
+        from rlvr.trainer.models import load_model
+        from rlvr.trainer.rollout import registry as generators
+        from rlvr.trainer.step_sampler import StepSampler, precision, sampling_region
 
         # Ray starts workers at nice 15 (raylet's worker_niceness), below the trainer: on shared cores the
         # trainer, or any other job, would then take the core that sampling, the step's critical path, needs.
@@ -120,21 +125,28 @@ class GenerationWorker:
             os.setpriority(os.PRIO_PROCESS, 0, niceness)
         except PermissionError:  # raising a priority needs CAP_SYS_NICE: the worker keeps Ray's
             pass
-        # nothing here trains, evaluates or logs: no reference model, no reporters
-        cfg = from_dict({**config, "async": None, "beta": 0.0, "eval_prompts": 0, "checkpoint_every": 0,
-                         "report_to": [], "progress": False})
-        scratch = tempfile.mkdtemp(prefix=f"rlvr_worker{index}_")
-        self.trainer = GRPOTrainer(cfg, scratch)
-        shutil.rmtree(scratch, ignore_errors=True)  # only train() writes there
-        self.trainer.generator = self.clock = TimedGenerator(self.trainer.generator)
-        self.part = slice(0, cfg.prompts_per_step - config["async"]["trainer_prompts"])  # the trainer samples the rest
+        cfg = dataclasses.replace(config, async_=None)  # `config`: the run's TrainConfig
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = distributed.device()
+        model, tokenizer = load_model(cfg.model, seed=cfg.seed)
+        if cfg.lora:
+            model = lora.wrap(model, cfg.lora)
+        self.model, self.config = model.to(self.device).train(), cfg
+        release_freed_memory()
+        self.generator = self.clock = TimedGenerator(
+            generators.build(cfg.generator, self.model, tokenizer, **cfg.generator_options()))
+        use_bf16, sample_bf16 = precision(cfg, self.device)
+        self.sampler = StepSampler(cfg, self.model, tokenizer, self.generator, region=lambda rows: sampling_region(
+            self.model, rows, pack=not use_bf16, bf16=sample_bf16, device_type=self.device.type))
+        self.part = slice(0, cfg.prompts_per_step - config.async_["trainer_prompts"])  # the trainer samples the rest
         self.version = -1
 
     def where(self) -> dict:
         import ray
 
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(),
-                "niceness": os.getpriority(os.PRIO_PROCESS, 0), "device": str(self.trainer.device),
+                "niceness": os.getpriority(os.PRIO_PROCESS, 0), "device": str(self.device),
                 "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def collect(self, step: int, version: int, weights: list | None) -> Rollouts:
@@ -147,11 +159,9 @@ class GenerationWorker:
             self._load(ray.get(weights[0]))
             self.version = version
         t1 = time.perf_counter()
-        trainer = self.trainer
-        trainer.step, trainer.data_position = step, step_position(trainer.config, step)
         self.clock.seconds = 0.0
-        groups, kept = trainer._collect(self.part)
-        return Rollouts(step, self.version, groups, kept, trainer.env_kwargs, trainer.data_position,
+        sampled = self.sampler.collect(step, step_position(self.config, step), self.part)
+        return Rollouts(step, self.version, sampled.groups, sampled.kept, sampled.env_kwargs, sampled.data_position,
                         gen_s=time.perf_counter() - t1, sample_s=self.clock.seconds, sync_s=t1 - t0,
                         worker=self.where())
 
@@ -159,12 +169,11 @@ class GenerationWorker:
         """Version `state` into the model, and into the generator when it holds weights of its own (vLLM)."""
         from rlvr.trainer import lora
 
-        model = self.trainer.model
-        if self.trainer.config.lora:
-            lora.load_adapter_state(model, state)
+        if self.config.lora:
+            lora.load_adapter_state(self.model, state)
         else:
-            model.load_state_dict(state)
-        self.trainer.generator.sync_weights(model)
+            self.model.load_state_dict(state)
+        self.generator.sync_weights(self.model)
 
 
 class TimedGenerator:
@@ -238,7 +247,7 @@ class WorkerPool:
                 ray.init(address=opts["address"], include_dashboard=False, log_to_driver=False, **local)
             if stop is not None and signal.getsignal(signal.SIGTERM) is not stop:
                 signal.signal(signal.SIGTERM, stop)  # ray.init put its own (exit status 15): the command's stays
-        self._config = config.to_dict()
+        self._config = config
         self._cpus = opts["worker_cpus"]
         devices.check_gpu_fit(opts["workers"], self._gpus, ray.cluster_resources().get("GPU", 0))
         self._runtime_env = {"env_vars": devices.worker_env(self._gpus, os.environ.get("PYTHONPATH"))}

@@ -16,6 +16,7 @@ import yaml
 
 from rlvr.trainer.loss import AGGREGATIONS, SCALES
 from rlvr.trainer.reporting import check_backends
+from rlvr.trainer.rollout import registry as generators
 
 
 @dataclass
@@ -36,7 +37,7 @@ class TrainConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     mask_truncated: bool = False  # truncated completions take no part in the loss
-    # what samples the turns (trainer/generator.py): "local" (the KV-cache sampler on the trainer's model) or
+    # what samples the turns (a name in trainer/rollout/registry.py): "local" (the KV-cache sampler on the trainer's model) or
     # "vllm" (an engine in this process, weights synced after every step; the loss corrects its numerics
     # with tis_cap and logs sampler_kl every step)
     generator: str = "local"
@@ -125,7 +126,8 @@ class TrainConfig:
             (isinstance(self.curriculum, list), "curriculum must be a list of stages"),
         ]
         checks.append((self.parallel in ("replicate", "fsdp"), "parallel must be 'replicate' or 'fsdp'"))
-        checks.append((self.generator in ("local", "vllm"), "generator must be 'local' or 'vllm'"))
+        checks.append((self.generator in generators.names(),
+                       f"generator must be one of {', '.join(map(repr, generators.names()))}"))
         checks.append((self.generator == "local" or self.parallel == "replicate",
                        "generator: vllm runs with parallel: replicate (one engine per process)"))
         checks.append((self.generator == "vllm" or not self.vllm_sleep, "vllm_sleep needs generator: vllm"))
@@ -154,6 +156,13 @@ class TrainConfig:
             if until is None or step < until:
                 return {**self.env_kwargs, **stage.get("env_kwargs", {})}
         return dict(self.env_kwargs)
+
+    def generator_options(self) -> dict:
+        """The engine options given to the generator's `create` (rollout/registry.py); the local sampler
+        takes none of them."""
+        return dict(seed=self.seed, max_model_len=self.vllm_max_model_len, kv_cache_gib=self.vllm_kv_cache_gib,
+                    sleep=self.vllm_sleep, gpu_memory_utilization=self.vllm_gpu_memory_utilization,
+                    enforce_eager=self.vllm_enforce_eager)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

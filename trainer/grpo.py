@@ -28,21 +28,19 @@ import yaml
 
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
-from rlvr.trainer.episodes import drop_errors, episode_metrics, is_multiturn
-from rlvr.trainer.generator import LocalGenerator
-from rlvr.trainer.groups import Group, evaluate, make_envs
+from rlvr.trainer.heldout import evaluate_held_out
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
-from rlvr.trainer.loss import group_advantages, grpo_loss, kl_k3
+from rlvr.trainer.loss import grpo_loss, kl_k3
 from rlvr.trainer.memory import release_freed_memory
 from rlvr.trainer.metrics import JsonlLog
 from rlvr.trainer.packed_weights import packed_linears
-from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
 from rlvr.trainer.progress import ProgressBar
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.reporting import Reporter
-from rlvr.trainer.rollout import local_rollout
-
-EPS = 1e-4
+from rlvr.trainer.rollout import registry as generators
+from rlvr.trainer.rollout.groups import Group
+from rlvr.trainer.rollout.tally import episode_metrics
+from rlvr.trainer.step_sampler import StepSampler, precision, sampling_region
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float, time_fraction: float = 0.0,
@@ -103,19 +101,17 @@ class GRPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: lr_factor(s, config.warmup_steps * config.mu, total, config.min_lr_ratio,
                                                 self._time_fraction(), config.decay_start))
-        self.use_bf16 = config.autocast == "bf16" or (
-            config.autocast == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported())
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
-        self.sample_bf16 = self.use_bf16 or config.sample_dtype == "bf16"
+        self.use_bf16, self.sample_bf16 = precision(config, self.device)
         # the loss reweights tokens by the sampler's and the trained policy's ratio, and logs their KL, when
         # they differ: sampling in bf16 while training in fp32, or sampling in another engine (vLLM)
-        self.correct_sampler = (self.sample_bf16 and not self.use_bf16) or config.generator != "local"
+        self.correct_sampler = (self.sample_bf16 and not self.use_bf16) or not generators.is_exact(config.generator)
         self.run_dir = Path(run_dir)
         self.metrics, self.evals = JsonlLog(self.run_dir / "metrics.jsonl"), JsonlLog(self.run_dir / "eval.jsonl")
         self.samples = JsonlLog(self.run_dir / "samples.jsonl")  # one completion per group, to read what it does
         self.step, self.data_position = 0, 0
         self.replay, self._replayed = ReplayBuffer(config.replay_capacity, config.seed), 0
-        self.envs, self.env_kwargs = [], None
+        self.env_kwargs = None
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
@@ -131,6 +127,9 @@ class GRPOTrainer:
                 raise ValueError(f"{self.run_dir} already holds a run: resume it or choose another run dir")
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
         self.generator = self._make_generator()  # after a resume: an engine starts from the resumed weights
+        self.sampler = StepSampler(config, self.model, self.tokenizer, self.generator, rank=self.rank,
+                                   world=self.world, replay=self.replay, region=self._sampling_region,
+                                   gathered=self._gathered)
         self.reporter = Reporter(config.report_to if self.rank == 0 else [], self.run_dir, config.to_dict(),
                                  resume_step=self.step)
 
@@ -172,8 +171,7 @@ class GRPOTrainer:
             self.reporter.close()
             if bar is not None:
                 bar.close()
-            for env in self.envs:
-                env.close()
+            self.sampler.close()
         return records
 
     def save(self) -> None:
@@ -186,15 +184,7 @@ class GRPOTrainer:
         distributed.barrier()
 
     def _make_generator(self):
-        cfg = self.config
-        if cfg.generator == "local":
-            return LocalGenerator(self.model, self.tokenizer.pad_token_id)
-        from rlvr.trainer.vllm_generator import VLLMGenerator
-
-        return VLLMGenerator(self.model, self.tokenizer, max_model_len=cfg.vllm_max_model_len,
-                             kv_cache_gib=cfg.vllm_kv_cache_gib, seed=cfg.seed, sleep=cfg.vllm_sleep,
-                             gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                             enforce_eager=cfg.vllm_enforce_eager)
+        return generators.build(self.config.generator, self.model, self.tokenizer, **self.config.generator_options())
 
     def _time_fraction(self) -> float:
         """The share of max_minutes trained so far (0 without a time budget), for the lr schedule."""
@@ -221,7 +211,7 @@ class GRPOTrainer:
         cfg = self.config
         t0 = time.perf_counter()
         lr = self.scheduler.get_last_lr()[0]
-        groups, kept = self._collect()
+        groups, kept = self.sample_step()
         t_gen = time.perf_counter() - t0
         if self.config.vllm_sleep:  # the engine's memory is free for the backward pass
             self.generator.sleep()
@@ -238,111 +228,16 @@ class GRPOTrainer:
 
     # --- rollouts and advantages --------------------------------------------------------
 
-    def _set_envs(self, count: int) -> None:
-        kwargs = self.config.env_kwargs_at(self.step)
-        if kwargs != self.env_kwargs or len(self.envs) < count:
-            for env in self.envs:
-                env.close()
-            self.envs, self.env_kwargs = make_envs(self.config.env, kwargs, count), kwargs
+    def sample_step(self, part: slice | None = None) -> tuple[list[Group], list[tuple[Group, torch.Tensor]]]:
+        """This step's groups of this rank, and those that carry signal with their advantages
+        (trainer/step_sampler.py); the prompt stream moves on. `part`: only these of the step's prompts."""
+        sampled = self.sampler.collect(self.step, self.data_position, part)
+        self.data_position, self._replayed, self.env_kwargs = sampled.data_position, sampled.replayed, sampled.env_kwargs
+        return sampled.groups, sampled.kept
 
-    def _collect(self, part: slice | None = None) -> tuple[list[Group], list[tuple[Group, torch.Tensor]]]:
-        """Rolled-out groups of this rank, and those that carry signal with their advantages.
-        `part`: only these of the step's prompts (an async run splits a step between its worker and the
-        trainer; no refill rounds then)."""
-        cfg = self.config
-        shard = cfg.prompts_per_step // self.world
-        self._set_envs(shard)
-        episodes = is_multiturn(self.envs[0])
-        if episodes:  # G copies of the env per prompt, one per episode
-            self._set_envs(shard * cfg.group_size)
-        # this step's prompts for every rank (replays first, then fresh ones), as (index, draw number)
-        if self.step and cfg.env_kwargs_at(self.step) != cfg.env_kwargs_at(self.step - 1):
-            self.replay.load([])  # a new curriculum stage: the old stage's prompts are not asked again
-        replays = self.replay.take(self.step, round(cfg.replay_fraction * cfg.prompts_per_step))
-        fresh = cfg.prompts_per_step - len(replays)
-        prompts = replays + [(self.data_position + i, 0) for i in range(fresh)]
-        groups, candidates = [], []
-        for round_ in range(1 + cfg.refill_rounds):
-            need = shard - len(candidates)
-            # the ranks stop together: under FSDP a round all-gathers the weights, so a rank that stopped
-            # alone would leave the others waiting in that collective forever
-            if round_ and distributed.max_value(need) == 0:
-                break
-            if round_ == 0:
-                mine = prompts[self.rank * shard:(self.rank + 1) * shard][part or slice(None)]
-                need = len(mine)
-            else:  # refills are fresh prompts
-                base = self.data_position + fresh + (round_ - 1) * cfg.prompts_per_step + self.rank * shard
-                mine = [(base + i, 0) for i in range(need)]
-            indices, draws = [i for i, _ in mine], [d for _, d in mine]
-            new = []
-            with self._gathered():  # every rank enters, one with its groups complete too
-                if need and cfg.generator != "local":
-                    new = self._sample(indices, draws)
-                elif need:  # one region: each weight is cast or packed once for the whole loop
-                    with self._sampling_region(need * cfg.group_size):
-                        new = self._sample(indices, draws)
-            new = [drop_errors(g) for g in new]  # infrastructure failures are no training signal
-            groups += new
-            candidates += [g for g in new if self._has_signal(g)]
-        self.data_position += fresh + cfg.prompts_per_step * cfg.refill_rounds
-        if cfg.replay_fraction:  # every rank adds the same prompts: those of the whole step that carried signal
-            draw = dict(replays)
-            self.replay.add(distributed.gather_lists([(g.index, draw.get(g.index, 0) + 1) for g in groups
-                                                      if len(g.rewards) > 1 and not self._no_signal(g)]))
-        self._replayed = len(replays)
-        advantages = self._advantages(candidates, groups)
-        return groups, list(zip(candidates, advantages))
-
-    def _sample(self, indices: list[int], draws: list[int]) -> list[Group]:
-        cfg = self.config
-        return local_rollout(self.model, self.tokenizer, self.envs, indices, seed=cfg.seed, group_size=cfg.group_size,
-                             max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                             draws=draws, budget=cfg.max_episode_tokens, episode_return=cfg.episode_return,
-                             generator=self.generator)
-
-    def _has_signal(self, group: Group) -> bool:
-        """Whether the group trains: more than one completion, and not all rewarded alike (when skipped)."""
-        return len(group.rewards) > 1 and not (self.config.skip_zero_variance and self._no_signal(group))
-
-    def _no_signal(self, group: Group) -> bool:
-        if self.config.advantage == "rft":
-            return not any(group.correct)
-        if self.config.advantage == "process":
-            flat = [r for rewards in step_rewards(group.infos) for r in rewards]
-            return not flat or max(flat) == min(flat)
-        return max(group.rewards) == min(group.rewards)
-
-    def _advantages(self, kept: list[Group], everything: list[Group]) -> list[torch.Tensor]:
-        cfg = self.config
-        if cfg.advantage == "rft":
-            return [torch.tensor([float(c) for c in g.correct]) for g in kept]
-        if cfg.advantage == "process":
-            return [group_token_advantages(self.tokenizer, g.completion_ids, g.infos, cfg.std, EPS) for g in kept]
-        batch_std = None
-        if cfg.scale_rewards == "batch":  # the std of every reward of the batch; every rank takes part
-            flat = [r for g in everything for r in g.rewards]
-            n, s, sq = distributed.sum_values([len(flat), sum(flat), sum(r * r for r in flat)])
-            batch_std = math.sqrt(max(0.0, sq - s * s / n) / (n - 1 if cfg.std == "sample" else n))
-        if not kept:
-            return []
-        if len({len(g.rewards) for g in kept}) > 1:  # groups that lost `error` completions: one at a time
-            out = []
-            for g in kept:
-                r = torch.tensor(g.rewards, dtype=torch.float32)
-                a = group_advantages(r[None], cfg.scale_rewards, cfg.std, EPS)[0] if batch_std is None else (
-                    (r - r.mean()) / (batch_std + EPS))
-                out.append(torch.zeros_like(r) if max(g.rewards) == min(g.rewards) else a)
-            return out
-        rewards = torch.tensor([g.rewards for g in kept], dtype=torch.float32)
-        if batch_std is None:
-            adv = group_advantages(rewards, cfg.scale_rewards, cfg.std, EPS)
-        else:
-            adv = (rewards - rewards.mean(1, keepdim=True)) / (batch_std + EPS)
-        for i, g in enumerate(kept):  # equal rewards give exactly zero, whatever the rounding of the mean
-            if max(g.rewards) == min(g.rewards):
-                adv[i] = 0.0
-        return list(adv)
+    @property
+    def envs(self) -> list:
+        return self.sampler.envs
 
     # --- optimisation -------------------------------------------------------------------
 
@@ -380,14 +275,10 @@ class GRPOTrainer:
         gathered views, nor under bf16 training); yields whether they were packed."""
         return packed_linears(self.model, enabled=self.fsdp is None and not self.use_bf16, rows=rows, dtype=dtype)
 
-    @contextlib.contextmanager
     def _sampling_region(self, rows: int):
-        """A step's sampling, packed (`_packed`) in fp32, or in bf16 for an fp32 trainer that samples in bf16
-        (corrected by the loss) where oneDNN computes in bf16. bf16 sampling that is not packed runs under
-        autocast."""
-        with self._packed(rows, torch.bfloat16 if self.sample_bf16 else torch.float32) as packed:
-            with self._autocast(self.sample_bf16 and not packed):
-                yield
+        """A step's sampling (`step_sampler.sampling_region`): packed as `_packed` says, in bf16 when sampling is."""
+        return sampling_region(self.model, rows, pack=self.fsdp is None and not self.use_bf16, bf16=self.sample_bf16,
+                               device_type=self.device.type)
 
     def _gathered(self):
         """Under FSDP, whole weights on every rank for a block that runs a rank-dependent number of forwards."""
@@ -520,7 +411,7 @@ class GRPOTrainer:
             if self.rank == 0:  # only this rank evaluates, so only it packs weights
                 kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
                 with self._packed(cfg.eval_batch_size):
-                    result = evaluate(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
+                    result = evaluate_held_out(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
                                       max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                                       batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
                 result = {"step": self.step, **result}

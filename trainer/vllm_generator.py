@@ -34,8 +34,7 @@ from collections.abc import Iterator
 import torch
 
 from rlvr.trainer.devices import check_vllm_world, engine_dtype
-from rlvr.trainer.generation import Sampled
-from rlvr.trainer.generator import SamplingSettings
+from rlvr.trainer.rollout.sessions import Sampled, SamplingSettings
 from rlvr.trainer.lora import base_model
 
 
@@ -112,6 +111,14 @@ class VLLMGenerator:
     it, fp32 on a CPU, where it keeps the sampler's numerics closest to the trainer's). `folder`: where the model is written for
     loading (a temporary folder by default). Other keyword arguments go to `vllm.LLM` as they are.
     """
+
+    name = "vllm"  # in the generator registry (rollout/registry.py)
+    exact = False  # its own engine and numerics: the loss corrects them
+
+    @classmethod
+    def create(cls, model, tokenizer, **options) -> VLLMGenerator:
+        """The registry's constructor: the engine options (seed, max_model_len, kv_cache_gib, ...) as given."""
+        return cls(model, tokenizer, **options)
 
     def __init__(self, model, tokenizer, *, max_model_len: int = 2048, kv_cache_gib: float = 1.0,
                  dtype: torch.dtype | None = None, seed: int = 0, folder: str | None = None,

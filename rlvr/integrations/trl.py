@@ -34,7 +34,7 @@ SEED_COLUMN = "rlvr_seed"
 SCORE_ARGUMENTS = frozenset({"completion", "reference"})  # `Verifier.score`'s own parameters, never fields
 
 
-class _Logged:
+class LoggedReward:
     """Shared by the reward classes: TRL's name, and metrics from the score dicts."""
 
     def __init__(self, name: str, prefix: str | None = None):
@@ -58,7 +58,7 @@ class _Logged:
             log_extra(f"{self.prefix}_reason", [None if r is None else r["reason"] for r in results])
 
 
-class RewardFunc(_Logged):
+class RewardFunc(LoggedReward):
     """A TRL reward function that scores with verifier `verifier` (a registered name or an instance).
 
     `reference`: the dataset column holding the reference answer (None: no reference).
@@ -123,7 +123,7 @@ class RewardFunc(_Logged):
         return f"RewardFunc({self.verifier!r}, reference={self.reference!r}, name={self.__name__!r})"
 
 
-class EnvReward(_Logged):
+class EnvReward(LoggedReward):
     """A TRL reward function scoring with env `env_id`, for datasets made by `env_dataset`."""
 
     def __init__(self, env_id: str, *, name: str | None = None, **env_kwargs: Any):
@@ -165,15 +165,6 @@ def env_dataset(env_id: str, n: int, *, seed: int = 0, **env_kwargs: Any):
     finally:
         env.close()
     return Dataset.from_list(rows)
-
-
-def __getattr__(name: str):
-    """`environment_factory` and `environment_dataset` live in `trl_environment` (which imports this module)."""
-    if name in ("environment_factory", "environment_dataset"):
-        from rlvr.integrations import trl_environment
-
-        return getattr(trl_environment, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _as_set(value: Any) -> frozenset:

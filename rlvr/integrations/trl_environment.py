@@ -28,7 +28,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from rlvr.integrations.trl import SEED_COLUMN, _Logged, env_dataset
+from rlvr.integrations.tool_bridge import call_tool
+from rlvr.integrations.trl import SEED_COLUMN, LoggedReward, env_dataset
 from rlvr.verifiers.core import ERROR
 
 RESERVED = frozenset({"reset", "get_reward", "env", "env_id", "env_kwargs"})
@@ -53,7 +54,7 @@ class RlvrEnvironment:
         """Start the episode of the row's reset seed; returns the task (the env's last prompt message)."""
         if row.get(SEED_COLUMN) is None:
             raise ValueError(f"the dataset row has no {SEED_COLUMN!r} column: make the dataset with "
-                             "rlvr.integrations.trl.environment_dataset")
+                             "rlvr.integrations.trl_environment.environment_dataset")
         messages, _ = self.env.reset(seed=int(row[SEED_COLUMN]))
         self._outcome, self._ended_by = None, None
         return messages[-1]["content"]
@@ -65,18 +66,10 @@ class RlvrEnvironment:
         return None if self._outcome["reason"] == ERROR else float(self._outcome["score"])
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        if self._ended_by is not None:
-            return f"Error: no more tool calls, the episode has ended ({self._ended_by})."
-        env = self.env.unwrapped
-        write = getattr(env.parser, "format_call", None)
-        if write is None:
-            raise TypeError(f"the parser of {self.env_id} cannot write a call (no format_call)")
-        messages, _, terminated, truncated, info = self.env.step(write(name, arguments))
-        if terminated or truncated:
-            self._end(info)
-        if messages[-1]["role"] == "tool":
-            return messages[-1]["content"]
-        return f"Error: no more tool calls, the episode has ended ({self._ended_by})."
+        reply, ended = call_tool(self.env, name, arguments, self._ended_by)
+        if ended is not None:
+            self._end(ended)
+        return reply
 
     def _end(self, info: dict[str, Any]) -> None:
         self._ended_by = info.get("ended_by", "answer")
@@ -99,7 +92,7 @@ class RlvrEnvironment:
         return self._outcome
 
 
-class Answers(_Logged):
+class Answers(LoggedReward):
     """The reward function that hands each rollout's final message to its environment (adds 0)."""
 
     def __call__(self, prompts=None, completions=None, environments=None, **kwargs: Any) -> list[float | None]:

@@ -48,6 +48,7 @@ from verifiers.v1.state import state_cls
 from verifiers.v1.utils.decorators import discover_decorated, invoke
 
 from rlvr.envs.tasks import Task, TaskSource
+from rlvr.integrations.tool_bridge import call_tool
 from rlvr.verifiers.core import ERROR, Score, Verifier, align_batch, completion_text
 
 # --- out: an rlvr env as a verifiers taskset ------------------------------------------------------
@@ -113,15 +114,10 @@ class RlvrToolset(vf.Toolset[RlvrToolsetConfig]):
                          description=schema["function"]["description"])
 
     def call(self, name: str, arguments: dict[str, Any]) -> str:
-        if self._ended is not None:
-            return f"Error: no more tool calls, the episode has ended ({self._ended})."
-        write = self.env.unwrapped.parser.format_call
-        messages, _, terminated, truncated, info = self.env.step(write(name, arguments))
-        if terminated or truncated:
-            self._ended = info.get("ended_by", "answer")
-        if messages[-1]["role"] == "tool":
-            return messages[-1]["content"]
-        return f"Error: no more tool calls, the episode has ended ({self._ended})."
+        reply, ended = call_tool(self.env, name, arguments, self._ended)
+        if ended is not None:
+            self._ended = ended.get("ended_by", "answer")
+        return reply
 
 
 def _mcp_tool(toolset: RlvrToolset, name: str, tool):
@@ -417,20 +413,6 @@ def _prompt_length(task: vf.Task) -> int:
 
 
 _MESSAGES = TypeAdapter(vf.Messages)
-
-
-def make_env(taskset: str, limit: int | None = None, options: dict[str, Any] | None = None,
-             best: float = 1.0, **env_options: Any):
-    """The `rlvr/Verifiers-v0` entry point: a single-turn rlvr env over a verifiers taskset, or a tool env
-    (`rlvr.integrations.verifiers_tools`) when it or its tasks declare toolsets."""
-    source = VerifiersTasks(taskset, limit, options, best)
-    if source.shared_toolsets or any(type(t).toolsets(t.config) for t in source.tasks):
-        from rlvr.integrations.verifiers_tools import VerifiersToolEnv
-
-        return VerifiersToolEnv(source, **env_options)
-    from rlvr.envs.base import TaskEnv
-
-    return TaskEnv(source, **env_options)
 
 
 __all__ = ["RlvrTaskset"]  # verifiers finds the taskset class here; the rest is imported by name

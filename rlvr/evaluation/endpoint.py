@@ -1,12 +1,12 @@
 """`rlvr eval --endpoint`: whole episodes of any env against a served model (OpenAI-compatible API).
 
-`EndpointGenerator` is a message generator (trainer/generator.py) for the one episode loop
-(trainer/rollout.py): reset -> messages -> the endpoint -> `env.step(reply)` -> the next
+`EndpointGenerator` is a message generator (trainer/rollout/sessions.py) for the one episode loop
+(trainer/rollout/loop.py): reset -> messages -> the endpoint -> `env.step(reply)` -> the next
 observation, until the env ends the episode, so multi-turn envs are evaluated on every turn.
 Episodes do not wait for each other: a turn is sent as soon as the env has answered the last
 one, at most `endpoint.max_concurrency` requests in flight. A request that fails for good
 (outage, timeout after retries) ends its episode as `error`. pass@k is computed over each
-episode's final outcome (`rlvr.evaluate.evaluate`).
+episode's final outcome (`rlvr.evaluation.passk.evaluate_pass_at_k`).
 
 Tool envs (`ToolEnv`, e.g. rlvr/ToolMath-v0) are told their tools as the OpenAI API does: the
 env's tool schemas go in the request's `tools=`, each assistant turn that called tools carries
@@ -18,7 +18,7 @@ the env reads the same calls either way. A parser with its own call format (```p
 blocks) gets only its own description, as in training.
 
 The client itself (`ChatEndpoint`, `EndpointError`, `api_base`) lives in `rlvr.openai_client`,
-which the LLM judge uses without importing envs; it is importable from here too.
+which the LLM judge uses without importing envs.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from rlvr.envs.tool_calls import HermesParser, ToolCall
-from rlvr.envs.tools import with_tool_prompt
-from rlvr.openai_client import ChatEndpoint, EndpointError, api_base  # noqa: F401  (api_base: importable here too)
-from rlvr.trainer.generator import Session, Turn
+from rlvr.evaluation.passk import evaluate_pass_at_k
+from rlvr.openai_client import ChatEndpoint, EndpointError
+from rlvr.trainer.rollout.chat import tool_messages
+from rlvr.trainer.rollout.envs import call_ended
+from rlvr.trainer.rollout.sessions import BatchSession, Turn
 
 
 class ToolWire:
     """One tool env episode's conversation in the OpenAI form, and the server's calls in the env's form."""
 
     def __init__(self, env, first_messages: list[dict[str, Any]], tool_prompt: bool = True):
-        unwrapped = env.unwrapped
+        self.env, unwrapped = env, env.unwrapped
         self.schemas = unwrapped.tool_schemas
         self.own_format = unwrapped.tool_prompt  # the parser's own call format, or None (tools=)
         self.tool_prompt = tool_prompt
@@ -67,7 +69,7 @@ class ToolWire:
             else:
                 messages.append(dict(m))
         if self.own_format or self.tool_prompt:
-            messages = with_tool_prompt(messages, self.schemas, self.own_format)
+            messages = tool_messages(messages, self.env)
         return messages, {} if self.own_format else {"tools": self.schemas}
 
     def reply_text(self, message: dict[str, Any], number: int) -> str:
@@ -120,12 +122,14 @@ class EndpointGenerator:
         return _EndpointSession(self, batch, settings)
 
 
-class _EndpointSession(Session):
+class _EndpointSession(BatchSession):
     def __init__(self, generator: EndpointGenerator, batch: Any, settings: Any):
         super().__init__(batch, settings)
         self.endpoint = generator.endpoint
         self.params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if settings.greedy else
-                       settings.temperature, "top_p": settings.top_p, **generator.params}
+                       settings.temperature, "top_p": settings.top_p,
+                       **({"stop": list(settings.stop)} if settings.stop else {}), **generator.params}
+        self.call_ended = [call_ended(env) for env in batch.envs] if batch.multiturn else None
         first = [batch.prompts[r // self.n] for r in range(len(batch.envs))]
         self.wires = [ToolWire(env, messages, generator.tool_prompt)
                       if getattr(env.unwrapped, "tool_schemas", None) else None
@@ -155,10 +159,19 @@ class _EndpointSession(Session):
                 out.append(Turn(row, error=str(exc)))
                 continue
             wire = self.wires[row]
-            out.append(Turn(row, text=wire.reply_text(message, self.replies[row]) if wire else message["content"],
-                            logps=message["logprobs"]))
+            text = wire.reply_text(message, self.replies[row]) if wire else message["content"]
+            out.append(Turn(row, text=self._stopped(row, text, message["finish_reason"]), logps=message["logprobs"]))
             self.replies[row] += 1
         return out
+
+    def _stopped(self, row: int, text: str, finish_reason: str | None) -> str:
+        """The turn as the loop's other generators end it: a server leaves a matched stop string out of the
+        text (the OpenAI API's rule), so a turn stopped at the end of a call gets its end marker back
+        (the stop string whose addition makes the env parser see a call just closed)."""
+        if finish_reason != "stop" or self.call_ended is None or self.call_ended[row](text):
+            return text
+        ended = self.call_ended[row]
+        return next((text + stop for stop in self.settings.stop if ended(text + stop)), text)
 
     def extend(self, row: int, messages: list[dict[str, Any]], reply_ids: Any) -> None:
         self._send(row, messages)
@@ -169,35 +182,13 @@ class _EndpointSession(Session):
 
 def evaluate_endpoint(env_id: str, endpoint: ChatEndpoint, *, tool_prompt: bool = True,
                       params: dict[str, Any] | None = None, logprobs: bool = False, **kwargs: Any):
-    """pass@k of the served model on `env_id`: `rlvr.evaluate.evaluate` (its keyword arguments: n, ks,
+    """pass@k of the served model on `env_id`: `evaluate_pass_at_k` (its keyword arguments: n, ks,
     limit, max_new_tokens, ...) over an `EndpointGenerator`, `endpoint.max_concurrency` requests at a time.
     `logprobs=True`: each kept sample records the server's log-prob of every token it sampled.
 
     An episode the server failed (outage, timeout after retries) counts as not correct and
     is reported under the reason `error` (`result.reasons["error"]`).
     """
-    from rlvr.evaluate import evaluate
-
     # tasks per batch: enough episodes to keep requests in flight
     kwargs.setdefault("batch_size", max(8, -(-2 * endpoint.max_concurrency // kwargs.get("n", 1))))
-    return evaluate(env_id, EndpointGenerator(endpoint, tool_prompt, params, logprobs), **kwargs)
-
-
-def run_eval(args: Any, options: dict[str, Any]):
-    """`rlvr eval --endpoint URL --model NAME`: check the server answers, then evaluate with `options`
-    (`evaluate`'s keyword arguments; one-line errors)."""
-    from rlvr.cli import UsageError
-
-    if args.policy or not args.model:
-        raise UsageError("rlvr eval: --endpoint URL goes with --model NAME (the served model's name), not --policy")
-    if args.concurrency < 1 or args.timeout <= 0:
-        raise UsageError("rlvr eval: --concurrency must be at least 1 and --timeout positive")
-    endpoint = ChatEndpoint(args.endpoint, args.model, timeout=args.timeout, max_concurrency=args.concurrency)
-    try:
-        endpoint.check()
-    except EndpointError as exc:
-        raise UsageError(f"rlvr eval: the endpoint did not answer ({exc})") from None
-    try:
-        return evaluate_endpoint(args.env, endpoint, logprobs=args.logprobs, **options)
-    finally:
-        endpoint.close()
+    return evaluate_pass_at_k(env_id, EndpointGenerator(endpoint, tool_prompt, params, logprobs), **kwargs)

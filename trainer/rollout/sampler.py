@@ -1,8 +1,9 @@
-"""Sampling completions with a KV cache: each prompt is encoded once for its whole group.
+"""The local sampler: a KV cache on the trainer's own model, carried across the turns of an episode.
 
 The prompts of a batch are left-padded and run through the model once; the cache is then
 repeated G times, so G completions of a prompt share one prefill. Finished rows (EOS) are
-dropped from the batch, so long completions do not keep paying for short ones.
+dropped from the batch, so long completions do not keep paying for short ones; an env's reply is
+run through the cache as one prefill of every row that got one (`kvcache.feed_rows`).
 
 Randomness is per prompt: each prompt has its own `torch.Generator` (seeded by the
 caller), and a token is drawn by inverting the cumulative distribution with one uniform
@@ -13,32 +14,13 @@ completions as a single process, and a resumed run the same as an uninterrupted 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from rlvr.trainer.generator import Batch, SamplingSettings, Session, Turn
 from rlvr.trainer.kvcache import cache_kwarg, feed_rows, returned_cache
+from rlvr.trainer.rollout.sessions import Batch, Sampled, SamplingSettings, Turn
 
 
-@dataclass
-class Sampled:
-    """Completions of one prompt: token ids (EOS included when emitted), whether each hit the limit,
-    and the log-probability the sampler gave each token (under temperature and top-p)."""
-
-    prompt_ids: list[int]
-    completion_ids: list[list[int]]
-    truncated: list[bool]
-    logprobs: list[list[float]]
-
-
-def encode_chats(tokenizer, prompts: list[list[dict]]) -> list[list[int]]:
-    """Token ids of each chat prompt with the chat template and the assistant turn opened."""
-    texts = [tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) for messages in prompts]
-    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
-
-
-def _pick(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float):
+def pick_tokens(logits: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float):
     """One token per row from softmax(logits / T), restricted to the top-p nucleus, and its log-probability."""
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:
@@ -96,15 +78,8 @@ def sample(model, prompt_ids: list[list[int]], settings: SamplingSettings, seeds
                     [t.logps for t in rows[p * n:(p + 1) * n]]) for p, prompt in enumerate(prompt_ids)]
 
 
-def eos_ids(tokenizer, model) -> list[int]:
-    """Every token id that ends a turn: the tokenizer's EOS and the model's generation EOS ids."""
-    extra = getattr(model.generation_config, "eos_token_id", None)
-    ids = {tokenizer.eos_token_id, *(extra if isinstance(extra, (list, tuple)) else [extra])}
-    return sorted(i for i in ids if i is not None)
-
-
-class CarriedSession(Session):
-    """Episodes with one KV cache carried across turns (a `generator.Session`); `sample` is its first turn.
+class CarriedSession:
+    """Episodes with one KV cache carried across turns (a `sessions.Session`); `sample` is its first turn.
 
     Every live row takes one decoding step at a time. A turn ends at an end-of-turn id
     (`settings.stop_token_ids`), at `max_new_tokens`, at the row's token budget, or when its ids close
@@ -120,7 +95,7 @@ class CarriedSession(Session):
             raise ValueError("n and max_new_tokens must be at least 1")
         if not settings.greedy and (settings.temperature <= 0 or not 0 < settings.top_p <= 1):
             raise ValueError("sampling needs temperature > 0 and 0 < top_p <= 1")
-        super().__init__(batch, settings)
+        self.batch, self.settings, self.n = batch, settings, settings.n
         self.model, self.pad, self.was_training = model, pad_token_id, model.training
         model.eval()
         self.device = next(model.parameters()).device
@@ -188,7 +163,7 @@ class CarriedSession(Session):
                 logp = torch.log_softmax(self.logits.float(), -1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
             else:
                 uniforms = torch.tensor([self._uniform(row) for row in self.active.tolist()], dtype=torch.float32)
-                chosen, logp = _pick(self.logits, uniforms.to(self.device), settings.temperature, settings.top_p)
+                chosen, logp = pick_tokens(self.logits, uniforms.to(self.device), settings.temperature, settings.top_p)
             self.chosen = chosen
             ending = []
             for row, tok, lp in zip(self.active.tolist(), chosen.tolist(), logp.tolist()):

@@ -1,11 +1,11 @@
 """The one episode loop: G episodes per prompt, for training, `rlvr eval` and `rlvr eval --endpoint`.
 
 The loop resets the envs, renders each prompt's chat with the env's tools, and opens a session
-of a generator (trainer/generator.py) for the batch. It then asks the session for finished
+of a generator (rollout/sessions.py) for the batch. It then asks the session for finished
 assistant turns and answers each:
 
 - single-turn envs: every turn is a completion; the batch is scored at the end through the env
-  API (`groups.score`, batched where the env allows);
+  API (`envs.score`, batched where the env allows);
 - multi-turn envs (`max_turns > 1`): the turn's text goes to `env.step`; the episode ends when the
   env says so (terminated or truncated), when it has used `budget` tokens after the prompt (then
   it is cut, with return 0), or after `MAX_TURNS` turns; otherwise the env's reply is appended
@@ -14,7 +14,7 @@ assistant turns and answers each:
 Token generators (a `tokenizer` is given) are token-exact: the trained sequence of an episode is
 every token after the prompt, the ids the generator sampled (weight 1, decoded for the env, never
 re-encoded) and the env's reply appended as tokens (weight 0: context only), exactly as the chat
-template renders it after the turn (`episodes.env_tokens`). Message generators (an endpoint, a
+template renders it after the turn (`chat.env_tokens`). Message generators (an endpoint, a
 text policy) get the env's messages and give text. A turn the generator failed (an outage) ends
 its episode as `error`: an infrastructure failure, never a wrong answer.
 
@@ -29,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rlvr.trainer.episodes import _end_marker, bind_tokenizer, call_ended, env_tokens, is_multiturn, render
-from rlvr.trainer.generator import Batch, LocalGenerator, SamplingSettings, Turn, start
-from rlvr.trainer.groups import Group, prompt_seed, score
+from rlvr.trainer.rollout.chat import env_tokens, eos_ids, render
+from rlvr.trainer.rollout.envs import bind_tokenizer, call_ended, end_marker, is_multiturn, score
+from rlvr.trainer.rollout.groups import Group, prompt_seed
+from rlvr.trainer.rollout.local import LocalGenerator
+from rlvr.trainer.rollout.sessions import Batch, SamplingSettings, Turn, start
 
 MAX_TURNS = 32  # a safety bound on envs that never end an episode
 
@@ -128,7 +130,7 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
     firsts = [env.reset(**resets[k // per])[0] for k, env in enumerate(envs)][::per]
     per_prompt, rows = envs[::per], envs if multiturn else [env for env in envs for _ in range(n)]
     if multiturn:
-        settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, _end_marker(envs[0])])))
+        settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, end_marker(envs[0])])))
     if tokenizer is not None:
         bind_tokenizer(envs, tokenizer)
         firsts = [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
@@ -163,7 +165,7 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
 def _call_test(tokenizer, rows: list):
     """`ends_call(row, ids)`: the row's env parser says the turn's ids close a call; the whole turn is
     decoded only when its last tokens end like a call (once per call, not per token)."""
-    markers = [_end_marker(env) for env in rows]
+    markers = [end_marker(env) for env in rows]
     tests = [call_ended(env) for env in rows]
 
     def ends_call(row: int, ids: list[int]) -> bool:
@@ -198,8 +200,6 @@ def local_rollout(model, tokenizer, envs: list, indices: list[int], *, seed: int
                   generator=None) -> list[Group]:
     """`rollout` of the trainer's prompts: prompt i is env seed `seed + i`, sampled from `prompt_seed(seed, i,
     draw)` by `generator` (default: the local sampler on `model`)."""
-    from rlvr.trainer.generation import eos_ids
-
     settings = SamplingSettings(n=group_size, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                 greedy=greedy, stop_token_ids=tuple(eos_ids(tokenizer, model)))
     return rollout(generator or LocalGenerator(model, tokenizer.pad_token_id), envs,

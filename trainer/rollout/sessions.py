@@ -1,44 +1,36 @@
-"""The generator interface: what the episode loop (trainer/rollout.py) asks of whatever samples its turns.
+"""Sessions: what the episode loop (rollout/loop.py) asks of whatever samples its turns.
 
-A generator takes token ids (one list per prompt), the sampling settings and one seed per prompt,
-and returns, for each prompt, `settings.n` completions as token ids with the log-probability of
-each sampled token under the sampling policy (after temperature and top-p): the
-`generation.Sampled` the local sampler has always returned. The loss compares those
-log-probabilities with the trainer's own (`tis_cap`, `sampler_kl`), so a generator whose numerics
-differ from the trainer's (another precision, another engine) is corrected rather than trusted.
+A generator opens a session for a batch of episodes (`start`): `settings.n` episodes of each
+prompt. The loop asks the session for finished assistant turns (`turns()`), and answers each
+with `extend` (the env's reply, as messages and as tokens) or `finish`. The loop alone records
+each episode's tokens (`Batch.tokens`); a session reads them there.
 
-The loop runs whole episodes through a session: `start(batch, settings)` opens one for the G
-episodes of each prompt; `turns()` gives finished assistant turns, and the loop answers each with
-`extend` (the env's reply, as messages and as tokens) or `finish`. The loop alone records each
-episode's tokens (`Batch.tokens`); a session reads them there. A generator without `start` (or whose
-`start` returns None) gets `TurnByTurn`: each turn re-submits the episode's ids to `sample`.
+Token generators return, for each turn, the sampled ids with the log-probability of each token
+under the sampling policy (after temperature and top-p). The loss compares those log-probabilities
+with the trainer's own (`tis_cap`, `sampler_kl`), so a generator whose numerics differ from the
+trainer's (another precision, another engine) is corrected rather than trusted. Message generators
+(an endpoint, a text policy) get the env's messages and give text.
 
-`sync_weights(model)` is called after every optimizer step: a generator that holds its own copy
-of the weights (vLLM) takes the new ones; one that samples with the trainer's model does nothing.
-
-Implementations: `LocalGenerator` here (the KV-cache sampler of trainer/generation.py, seeded per
-prompt exactly as before, with a KV cache carried across turns), `VLLMGenerator` in
-trainer/vllm_generator.py, and the message generators of `rlvr eval` (rlvr/evaluate.py,
-rlvr/endpoint.py). This module does not import torch: `rlvr eval --endpoint` runs without it.
+Most sessions ask for the turns of every waiting row at once: they derive from `BatchSession` and
+write `first()` (the batch's first turns) and `next(rows)` (the next turns of those rows). A
+generator that only samples (`sample`, no `start`) gets `TurnByTurn`. This module does not import
+torch: `rlvr eval --endpoint` runs without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from rlvr.trainer.groups import prompt_seed
-
-if TYPE_CHECKING:
-    from rlvr.trainer.generation import Sampled
+from rlvr.trainer.rollout.groups import prompt_seed
 
 
 @dataclass(frozen=True)
 class SamplingSettings:
     """How to sample: `n` completions per prompt of at most `max_new_tokens` tokens, each stopped by
-    any of `stop_token_ids` (kept as its last token) or, for a generator that supports them, by
-    one of the `stop` strings (kept at the end of the text)."""
+    any of `stop_token_ids` (kept as its last token) or by one of the `stop` strings (kept at the end
+    of the text)."""
 
     n: int = 1
     max_new_tokens: int = 256
@@ -47,6 +39,17 @@ class SamplingSettings:
     greedy: bool = False
     stop_token_ids: tuple[int, ...] = ()
     stop: tuple[str, ...] = ()
+
+
+@dataclass
+class Sampled:
+    """Completions of one prompt: token ids (EOS included when emitted), whether each hit the limit,
+    and the log-probability the sampler gave each token (under temperature and top-p)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[list[int]]
+    truncated: list[bool]
+    logprobs: list[list[float]]
 
 
 @dataclass
@@ -82,15 +85,50 @@ class Turn:
     error: str | None = None
 
 
-class Session:
-    """What the loop asks of a generator for a batch: `turns()` gives finished turns of some live rows (at
-    least one while any row waits), `extend(row, messages, reply_ids)` hands it the env's answer to row's last
-    turn (the whole conversation, and the reply's tokens for token generators), `finish(row)` ends row's
-    episode. This base asks for the turns of every waiting row at once: `first()`, then `next(rows)`."""
+class Session(Protocol):
+    """What the loop asks of a generator for a batch."""
+
+    def turns(self) -> list[Turn]:
+        """Finished turns of some live rows: at least one while any row waits for one."""
+
+    def extend(self, row: int, messages: list[dict], reply_ids: list[int] | None) -> None:
+        """The env's answer to row's last turn: the whole conversation, and the reply's tokens (token
+        generators; None for message generators). The row then waits for its next turn."""
+
+    def finish(self, row: int) -> None:
+        """Row's episode is over."""
+
+    def close(self) -> None:
+        """The batch is over: free what the session holds."""
+
+
+class Generator(Protocol):
+    """A token generator: `sample` (and optionally `start`, its own session); `sync_weights(model)` is
+    called after every optimizer step (a generator holding its own copy of the weights takes the new ones)."""
+
+    def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
+        """`settings.n` completions of each prompt; prompt i draws from `seeds[i]` alone, so its
+        completions do not depend on which other prompts share the call."""
+
+    def sync_weights(self, model) -> None:
+        """Take the trainer's current weights (after an optimizer step)."""
+
+
+class BatchSession:
+    """A session that asks for the turns of every waiting row at once: `first()` for the batch's first
+    turns, then `next(rows)` for the rows the loop extended since."""
 
     def __init__(self, batch: Batch, settings: SamplingSettings):
         self.batch, self.settings, self.n = batch, settings, settings.n
         self.waiting: list[int] | None = None  # rows that need a turn; None before the first
+
+    def first(self) -> list[Turn]:
+        """The first turn of every row (each subclass writes it)."""
+        raise NotImplementedError
+
+    def next(self, rows: list[int]) -> list[Turn]:
+        """The next turn of each of `rows`, the rows the loop extended (each subclass writes it)."""
+        raise NotImplementedError
 
     def turns(self) -> list[Turn]:
         if self.waiting is None:
@@ -109,15 +147,6 @@ class Session:
         pass
 
 
-class Generator(Protocol):
-    def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
-        """`settings.n` completions of each prompt; prompt i draws from `seeds[i]` alone, so its
-        completions do not depend on which other prompts share the call."""
-
-    def sync_weights(self, model) -> None:
-        """Take the trainer's current weights (after an optimizer step)."""
-
-
 def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
     """The generator's own session for `batch`, or a turn-by-turn one over its `sample`."""
     own = getattr(generator, "start", None)
@@ -125,7 +154,7 @@ def start(generator: Any, batch: Batch, settings: SamplingSettings) -> Session:
     return session if session is not None else TurnByTurn(generator, batch, settings)
 
 
-class TurnByTurn(Session):
+class TurnByTurn(BatchSession):
     """A session for a generator that only samples: the first turns of a prompt's n episodes are one
     `sample` call (n completions, the prompt's seed), each later turn re-submits the episode's whole ids
     as the loop recorded them (`batch.tokens`; prefix caching makes that cheap in vLLM) with the seed
@@ -170,27 +199,3 @@ class TurnByTurn(Session):
             if cut is not None:
                 t.ids, t.logps, t.truncated = t.ids[:cut], t.logps[:cut], False
         return turns
-
-
-class LocalGenerator:
-    """The KV-cache sampler (trainer/generation.py) on the trainer's own model: nothing to sync.
-
-    The loop's batches run in `generation.CarriedSession`, one KV cache carried across turns (a
-    single-turn group is its first turn: what `sample` gives, as it always did). `sample` stops on token
-    ids only (stop strings are ignored; `TurnByTurn` cuts a turn where the env parser says a call ended)."""
-
-    def __init__(self, model, pad_token_id: int):
-        self.model, self.pad_token_id = model, pad_token_id
-
-    def sample(self, prompt_ids: list[list[int]], settings: SamplingSettings, seeds: list[int]) -> list[Sampled]:
-        from rlvr.trainer.generation import sample
-
-        return sample(self.model, prompt_ids, settings, seeds, self.pad_token_id)
-
-    def start(self, batch: Batch, settings: SamplingSettings):
-        from rlvr.trainer.generation import CarriedSession
-
-        return CarriedSession(self.model, batch, settings, self.pad_token_id)
-
-    def sync_weights(self, model) -> None:
-        self.model = model

@@ -19,7 +19,7 @@ Failures are the server's, never the model's: a server that is down, answers lat
 `timeout` seconds, closes the session, or sends data that does not fit the contract (no
 observation, a reward that is not a finite number, malformed messages, no reward when the
 episode ends) ends the episode with score reason `error`, reward 0 and `ended_by: "error"`,
-which the trainer leaves out (`trainer.episodes.drop_errors`) and eval reports under `error`.
+which the trainer leaves out (`trainer.rollout.groups.drop_errors`) and eval reports under `error`.
 Such an env never raises on a step; a failed reset returns an empty user turn and the first
 step ends in that error. The session is closed after an error and reopened by the next reset.
 """

@@ -1,0 +1,42 @@
+"""The verifiers integration imports the PyPI `verifiers` package even where the repository's own
+`verifiers/` folder (the source of `rlvr.verifiers`) would shadow it: Python run from the repository root."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import needs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CODE = """
+import gymnasium as gym, rlvr.envs
+env = gym.make("rlvr/Verifiers-v0", limit=2)
+messages, info = env.reset(seed=0)
+import verifiers, verifiers.v1
+print(type(env.unwrapped).__name__, "/verifiers/" in verifiers.__file__.replace("\\\\", "/"), verifiers.__file__)
+"""
+
+
+def test_rlvr_verifiers_env_from_the_repository_root():
+    needs.module("verifiers.v1", "the interop extra (verifiers 0.4)")
+    done = subprocess.run([sys.executable, "-"], input=CODE, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kind, _, where = done.stdout.split()[-3:]
+    assert kind == "TaskEnv"
+    assert not Path(where).resolve().is_relative_to(ROOT / "verifiers")  # the installed package, not the folder
+
+
+def test_a_shadowing_verifiers_imported_first_is_replaced():
+    needs.module("verifiers.v1", "the interop extra (verifiers 0.4)")
+    code = ("import verifiers, sys; shadow = verifiers.__path__[0]\n"
+            "import rlvr.integrations.verifiers_env as v\n"
+            "import verifiers\n"
+            "print(shadow, verifiers.__file__, v.vf.__name__)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shadow, real, name = done.stdout.split()
+    assert Path(shadow).resolve() == ROOT / "verifiers"  # from the root, `import verifiers` found the folder
+    assert not Path(real).resolve().is_relative_to(ROOT / "verifiers") and name == "verifiers.v1"
