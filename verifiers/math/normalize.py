@@ -253,6 +253,7 @@ _QUALIFIER = re.compile(
 def _drop_qualifier(s: str) -> str:
     """The answer without a final statement of its parameter's range (`, k \\in \\mathbb{Z}`), when the
     parameter is used in what remains."""
+    s = _SPACE_RUN.sub(" ", s)  # one space at most between tokens: the pattern's optional spaces stay linear
     m, tries = _QUALIFIER.search(s), 3
     while m and tries:  # `2\\pi k, k \\in Z`: the list of names may start inside the answer
         rest = s[:m.start()]
