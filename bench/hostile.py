@@ -6,13 +6,15 @@ Hostile inputs, per verifier:
            `\\sin(10^{100}\\pi)`, and a worker killed mid-check (an infrastructure failure);
   code     sleeps, a fork bomb, output floods, programs that close their pipes (stdout, stderr,
            stdin, or every descriptor), through the real Docker sandbox;
-  ifeval   1 MB texts against each of the 25 instruction types, strict and loose;
+  ifeval   1 MB texts against each of the 25 instruction types, strict and loose, and texts just
+           under the verifier's length cap (the most that is still checked);
   judge    servers on 127.0.0.1 that accept and never answer, that drip-feed the headers or the
            body a byte at a time, that hang up, or that answer garbage (started here, each one
            bounded and stopped by the bench).
 Each verifier is timed one call at a time (every case, `--repeat` times), then in a burst of
-`--burst` calls (the cases in turn) from as many threads as its pool has workers. Latency is
-one `score()` call, as a caller sees it. Targets: every latency at most the verifier's configured
+`--burst` calls (the cases in turn) from as many threads as its pool has workers (IFEval has no
+pool: one thread). Latency is one `score()` call, as a caller sees it; caches of earlier verdicts
+(math, language detection) are cleared before each call so that every call does the whole work. Targets: every latency at most the verifier's configured
 timeout + 1 s (IFEval has no timeout: its limit is 0 + 1 s), no result lost (a call that raises,
 returns no Score, or runs past its timeout + 30 s), no infrastructure failure scored as anything
 but `error`, no hostile input scored above 0, and every pool answering a normal request right
@@ -189,6 +191,7 @@ class Case:
     fields: dict = field(default_factory=dict)
     infra: bool = False
     correct: bool = False  # the expected value is 1 (the recovery request)
+    any_value: bool = False  # a legitimate text (IFEval): any verdict but `error` is right
     before: Any = None  # called right before scoring (to break the infrastructure)
 
 
@@ -251,16 +254,19 @@ def code_cases() -> list[Case]:
 
 
 def ifeval_cases() -> list[Case]:
-    from rlvr.verifiers.instructions import INSTRUCTION_IDS
+    from rlvr.verifiers.instructions import INSTRUCTION_IDS, MAX_CHARS
 
     texts = {
-        "prose": ("The quick brown fox jumps over the lazy dog. " * 23_000)[:1_000_000],
-        "bullets": "* a\n" * 250_000,
-        "braces": "{" * 500_000 + "}" * 500_000,
-        "one_word": "x" * 1_000_000,
+        "prose_1mb": ("The quick brown fox jumps over the lazy dog. " * 23_000)[:1_000_000],
+        "bullets_1mb": "* a\n" * 250_000,
+        "braces_1mb": "{" * 500_000 + "}" * 500_000,
+        "one_word_1mb": "x" * 1_000_000,
+        # just under the length cap: the most text that is still checked
+        "prose_cap": ("The quick brown fox jumps over the lazy dog. " * 23_000)[:MAX_CHARS],
+        "bullets_cap": ("* a\n" * 250_000)[:MAX_CHARS],
     }
     args = _instruction_arguments()
-    return [Case(f"{text}:{iid}", body, [{"id": iid, "kwargs": args.get(iid, {})}])
+    return [Case(f"{text}:{iid}", body, [{"id": iid, "kwargs": args.get(iid, {})}], any_value=True)
             for text, body in texts.items() for iid in INSTRUCTION_IDS]
 
 
@@ -318,8 +324,11 @@ class Tally:
         elif case.correct:
             bad = score.value != 1.0
         else:
-            bad = score.value > 0
+            bad = score.value > 0 and not case.any_value
             self.errors += score.reason == ERROR
+            if score.reason == ERROR and len(self.notes) < 20:
+                why = {k: str(v)[:160] for k, v in score.info.items() if k in ("why", "error", "status")}
+                self.notes.append(f"error on the model's input {case.name}: {why}")
         if bad:
             self.misscored += 1
             if len(self.notes) < 20:
@@ -391,13 +400,20 @@ def _recovered(verifier_for, normal: Case, limit: float, executor: ThreadPoolExe
 
 
 def bench_math(args) -> dict:
+    from rlvr.verifiers import math as math_module
     from rlvr.verifiers.math import MathVerifier
     from rlvr.verifiers.math.pool import get_pool
 
     verifier = MathVerifier(timeout=args.math_timeout)
     verifier.start()
+
+    def uncached(case):  # every call does the whole work: no verdict is reused from an earlier call
+        with math_module._cache_lock:
+            math_module._cache.clear()
+        return verifier
+
     normal = Case("normal", "<think>8 = 4 * 2</think> So $\\boxed{2\\sqrt{2}}$.", "\\sqrt{8}", correct=True)
-    return run_verifier("math", lambda case: verifier, math_cases(verifier), normal, verifier.timeout,
+    return run_verifier("math", uncached, math_cases(verifier), normal, verifier.timeout,
                         get_pool(verifier.workers).size, args.burst, args.repeat)
 
 
@@ -417,21 +433,26 @@ def bench_ifeval(args) -> dict:
     from rlvr.verifiers.instructions import InstructionVerifier
 
     verifiers = {"strict": InstructionVerifier(), "loose": InstructionVerifier(mode="loose")}
-    cases = [Case(f"{mode}:{c.name}", c.completion, c.reference, {"_mode": mode})
+    cases = [Case(f"{mode}:{c.name}", c.completion, c.reference, {"_mode": mode}, any_value=True)
              for c in ifeval_cases() for mode in verifiers]
     normal = Case("normal", "no commas here", [{"id": "punctuation:no_comma", "kwargs": {}}],
                   {"_mode": "loose"}, correct=True)
 
+    from rlvr.verifiers.instructions.checks import detect_language
+
     class ByMode:  # the case names its mode; `score()` sees no private field
         def __init__(self, mode):
             self.verifier = verifiers[mode]
+            detect_language.cache_clear()  # no language detected in an earlier call is reused
 
         def score(self, completion, reference, **fields):
             fields.pop("_mode")
             return self.verifier.score(completion, reference, **fields)
 
+    # No pool: the checks run in the caller's thread, pure Python under the GIL, so the burst is one
+    # caller (more threads only queue on the GIL and stretch every call).
     return run_verifier("ifeval", lambda case: ByMode(case.fields["_mode"]), cases, normal, 0.0,
-                        os.cpu_count() or 1, args.burst, args.repeat)
+                        1, args.burst, args.repeat)
 
 
 def bench_judge(args) -> dict:

@@ -7,6 +7,11 @@ background, so the next job never shares a worker with whatever a bad job left b
 A job that hit a broken worker is retried once on another: infrastructure failures are
 reported as `error` only when they persist, and never scored as a wrong answer.
 
+At most `size` jobs run at once, but `spares` more workers are kept warm (default: as many
+again): a container takes one to several seconds to start on a loaded machine, and a burst of
+hostile jobs retires a worker per job, so without spares the next job waited that long for a
+replacement and ran past its deadline (bench/hostile.py). Spares start in the background.
+
 `get_pool(...)` keeps one pool per configuration and process, so verifiers can stay
 small picklable objects; pools close their workers at interpreter exit.
 
@@ -47,13 +52,17 @@ class SandboxPool:
     """`size` warm workers of one backend; `run(job)` and `run_batch(jobs)` are thread-safe."""
 
     def __init__(self, backend: str = "docker", size: int | None = None, image: str | None = None,
-                 limits: Limits | None = None, build: bool = True):
+                 limits: Limits | None = None, build: bool = True, spares: int | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
         self.backend = backend
         self.size = int(size or default_size())
         if self.size < 1:
             raise ValueError("a sandbox pool needs at least one worker")
+        self.spares = self.size if spares is None else int(spares)
+        if self.spares < 0:
+            raise ValueError("a sandbox pool's spares must be 0 or more")
+        self._slots = threading.BoundedSemaphore(self.size)  # jobs running at once
         self.limits = limits or Limits()
         self._client = None
         self._build = build
@@ -62,7 +71,7 @@ class SandboxPool:
         self.image = image
         if backend == "docker":
             self._client, self.image = _docker_setup(image, build)
-        self._idle: queue.Queue = queue.Queue()
+        self._idle: queue.LifoQueue = queue.LifoQueue()  # the last worker back serves next: spares wait
         self._workers: set = set()  # every worker not yet closed, busy or idle
         self._starters: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -71,8 +80,10 @@ class SandboxPool:
         self._last_start_error: str | None = None
         self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="rlvr-sandbox")
         with self._lock:
-            self._alive = self.size
+            self._alive = self.size + self.spares
         starters = [self._spawn(self._start_worker) for _ in range(self.size)]
+        for _ in range(self.spares):  # not waited for: the pool serves as soon as `size` are up
+            self._spawn(self._start_worker)
         for t in starters:
             t.join()
         if self._idle.qsize() == 0:
@@ -145,6 +156,10 @@ class SandboxPool:
             if pool is None:
                 return Result.infrastructure_error(str(self._language_problem), self.backend)
             return pool.run(job)
+        with self._slots:
+            return self._run_on_worker(wire, job)
+
+    def _run_on_worker(self, wire: dict, job: Job) -> Result:
         last_error = "no sandbox worker available"
         for _ in range(2):
             worker = self._acquire(timeout=120.0)

@@ -49,3 +49,66 @@ def test_a_judge_that_hangs_up_is_an_error_not_a_wrong_answer():
 def test_the_scripted_judge_answers_after_hostile_ones():
     score, _ = judged("judge", timeout=2.0, retries=0)
     assert score.value == 1.0, score
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+@pytest.mark.docker
+def test_a_sandbox_job_after_a_tainting_one_needs_no_container_start():
+    """A hostile job retires its worker; the next job must find a warm one, not wait for a start."""
+    from conftest import require_docker
+
+    from rlvr.sandbox.pool import SandboxPool
+    from rlvr.sandbox.protocol import Job
+
+    pool = require_docker(lambda: SandboxPool(backend="docker", size=1))
+    try:
+        assert _wait_for(lambda: pool._idle.qsize() >= 1 + getattr(pool, "spares", 0), 120.0), "spares never started"
+        warm = {w.ident for w in pool._workers}
+        tests = {"test_list": ["assert f(2) == 2"]}
+        spoiled = pool.run(Job(code="import time\ntime.sleep(100)\n", timeout=1.0, **tests))
+        fresh = pool.run(Job(code="def f(x):\n    return x\n", timeout=5.0, **tests))
+        assert spoiled.status == "timeout" and spoiled.tainted, spoiled
+        assert fresh.status == "passed", fresh
+        assert fresh.worker in warm and fresh.worker != spoiled.worker  # started before the bad job ended
+    finally:
+        pool.close()
+
+
+def test_a_megabyte_response_is_refused_unchecked_and_a_long_one_is_still_checked():
+    from rlvr.verifiers.instructions import MAX_CHARS, InstructionVerifier
+
+    spec = [{"id": "change_case:capital_word_frequency", "kwargs": {"capital_frequency": 3,
+                                                                   "capital_relation": "at least"}}]
+    verifier = InstructionVerifier(mode="loose")
+    huge = verifier.score("* a\n" * 250_000, spec)  # 1 MB of bullets: the slowest loose check took over 1 s
+    assert (huge.value, huge.reason) == (0.0, "overlong"), huge
+    long = verifier.score("WORD " * 3 + "a " * (MAX_CHARS // 2 - 20), spec)
+    assert long.value == 1.0, long
+    assert InstructionVerifier(max_chars=None).score("* a\n" * 250_000, spec).reason == "not_followed"
+
+
+def test_math_workers_killed_while_idle_do_not_fail_the_next_check():
+    """A worker that died between checks (killed, out of memory) is replaced and the check runs on the
+    fresh one: the next request after a burst must be answered, not scored `error`."""
+    import os
+    import signal
+
+    from rlvr.verifiers.math import MathVerifier
+    from rlvr.verifiers.math.pool import get_pool
+
+    verifier = MathVerifier(timeout=5.0, workers=2)
+    verifier.start()
+    pool = get_pool(2)
+    for worker in list(pool._all):
+        os.kill(worker.pid, signal.SIGKILL)
+    assert _wait_for(lambda: all(not os.path.exists(f"/proc/{w.pid}") for w in pool._all), 30.0)
+    scores = verifier.score_batch(["\\boxed{\\sin^2 y + \\cos^2 y}", "\\boxed{(y+1)^2}"], ["1", "y^2+2y+1"])
+    assert [(s.value, s.reason) for s in scores] == [(1.0, None), (1.0, None)], scores

@@ -11,6 +11,12 @@ the response passes after dropping its first line, its last line, both, and/or e
 (so "Sure, here it is:" or markdown emphasis do not decide the outcome).
 
 Pure Python; the language checks use `langdetect`, which carries its own profiles.
+
+The checks run in the caller's process with no timeout to enforce, so their cost is bounded by
+the text's length instead: a response longer than `max_chars` (default 200,000 characters, about
+50k tokens, beyond any generation budget in use) is not checked and scores 0 with reason
+`overlong`. At that length the slowest check, in loose mode (eight variants of the text), stays
+well under a second, where a 1 MB text took over one (bench/hostile.py).
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.verifiers.core import BAD_REFERENCE, NO_ANSWER, Score, Verifier, completion_text
+from rlvr.verifiers.core import BAD_REFERENCE, NO_ANSWER, OVERLONG, Score, Verifier, completion_text
 from rlvr.verifiers.instructions.checks import CHECKS, check_arguments
 
 NOT_FOLLOWED = "not_followed"  # the response breaks at least one instruction
 MODES = ("strict", "loose")
+MAX_CHARS = 200_000  # longest response checked (see the module docstring)
 INSTRUCTION_IDS = tuple(CHECKS)
 
 
@@ -75,16 +82,21 @@ class InstructionVerifier(Verifier):
 
     `mode` is "strict" or "loose"; `partial=True` gives the fraction of instructions
     followed instead of all-or-nothing. The instructions come from `reference` or from
-    the task field `instructions`.
+    the task field `instructions`. A response longer than `max_chars` scores 0 (`overlong`)
+    unchecked, which bounds the time a check takes (None: no bound).
     """
 
     name = "instructions"
 
-    def __init__(self, mode: str = "strict", partial: bool = False):
+    def __init__(self, mode: str = "strict", partial: bool = False, max_chars: int | None = MAX_CHARS):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if max_chars is not None and (not isinstance(max_chars, int) or isinstance(max_chars, bool)
+                                      or max_chars < 1):
+            raise ValueError(f"max_chars must be a positive int or None, got {max_chars!r}")
         self.mode = mode
         self.partial = bool(partial)
+        self.max_chars = max_chars
 
     def score(self, completion: Any, reference: Any = None, *, instructions: Any = None,
               **ignored: Any) -> Score:
@@ -94,6 +106,9 @@ class InstructionVerifier(Verifier):
         except ValueError as exc:
             return Score(0.0, BAD_REFERENCE, info={"why": str(exc)})
         text = completion_text(completion)
+        if self.max_chars is not None and len(text) > self.max_chars:
+            return Score(0.0, OVERLONG, info={"mode": self.mode, "followed": 0, "total": len(parsed),
+                                              "why": f"{len(text)} characters, more than max_chars={self.max_chars}"})
         breakdown = []
         for instruction_id, kwargs in parsed:
             reason = check_instruction(text, instruction_id, kwargs, self.mode)

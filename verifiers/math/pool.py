@@ -221,6 +221,7 @@ class WorkerPool:
                 break
         free = list(mine)
         busy: dict = {}  # conn -> (worker, task index, deadline)
+        resent: set[int] = set()  # tasks sent again after their first worker was found dead
         try:
             while pending or busy:
                 while pending and free:
@@ -229,10 +230,14 @@ class WorkerPool:
                     try:
                         worker.wait_ready()
                         worker.send(tasks[index])
-                    except (OSError, ValueError, EOFError, RuntimeError):
+                    except (OSError, ValueError, EOFError, RuntimeError) as exc:
                         worker = self._swap(mine, worker)
-                        results[index] = ("error", "worker pipe broken", 0.0)
                         free.append(worker)
+                        if index not in resent:  # it died while idle (killed, out of memory): the task never
+                            resent.add(index)  # started, so it goes to the fresh worker instead of failing
+                            pending.appendleft(index)
+                        else:
+                            results[index] = ("error", f"worker pipe broken ({type(exc).__name__}: {exc})", 0.0)
                         continue
                     busy[worker.conn] = (worker, index, time.monotonic() + timeout)
                 if not busy:
