@@ -89,17 +89,23 @@ def test_published_weights_are_detached_cpu_tensors_that_unpickle_anywhere():
     assert torch.equal(pickle.loads(pickle.dumps(state))["w"], torch.ones(2, 2))
 
 
-def test_the_async_trainer_publishes_through_the_decision(tmp_path):
-    """The trainer's `_weights` (LoRA adapters here, which require grad) go out in publishable form."""
+def test_the_async_trainer_publishes_through_the_decision(tmp_path, monkeypatch):
+    """The trainer's `_weights` (the LoRA adapters here) are what `publishable` makes of them: on a CPU its
+    result looks like its input, so the call itself is checked."""
+    from rlvr.trainer import async_grpo
     from rlvr.trainer.async_grpo import AsyncGRPOTrainer
     from rlvr.trainer.config import from_dict
+
+    given = []
+    monkeypatch.setattr(async_grpo, "publishable", lambda state: given.append(state) or devices.publishable(state))
 
     cfg = from_dict({"model": "tiny", "env": "rlvr/Arithmetic-v0", "prompts_per_step": 2, "group_size": 2,
                      "max_new_tokens": 4, "steps": 1, "beta": 0.0, "eval_prompts": 0, "lora": {"rank": 2},
                      "async": {"workers": 1}, "progress": False})
     trainer = AsyncGRPOTrainer(cfg, tmp_path / "run")
     weights = trainer._weights()
-    assert weights and all(t.device.type == "cpu" and not t.requires_grad for t in weights.values())
+    assert len(given) == 1 and given[0].keys() == weights.keys() and any(".lora_" in k for k in weights)
+    assert all(t.device.type == "cpu" and not t.requires_grad for t in weights.values())
 
 
 @pytest.mark.parametrize("device,requested,bf16,want", [
