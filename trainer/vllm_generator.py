@@ -34,8 +34,8 @@ from collections.abc import Iterator
 import torch
 
 from rlvr.trainer.devices import check_vllm_world, engine_dtype
-from rlvr.trainer.rollout.sessions import Sampled, SamplingSettings
 from rlvr.trainer.lora import base_model
+from rlvr.trainer.rollout.sessions import Sampled, SamplingSettings
 
 
 def merged_weights(model) -> Iterator[tuple[str, torch.Tensor]]:
