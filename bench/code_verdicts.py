@@ -3,7 +3,9 @@
 Programs: every HumanEval canonical solution and MBPP reference solution in ../shared/datasets,
 a harmless variant of each (reformatted, dead code added, or an equality written the other way
 round) and mutants made here by one AST edit inside the solution's functions: a flipped comparison,
-an integer constant off by one, a deleted statement, a swapped operator, or a return of None.
+an integer constant off by one, a deleted statement, a swapped operator, a return of None, or a
+wrapper that makes the function under test raise on its third call (a check that calls it outside
+an assert, as HumanEval/32's does, must still fail).
 
 Each program is scored two ways:
   rlvr      `CodeVerifier(mode="all")` in the warm Docker pool, with the task fields that
@@ -19,7 +21,9 @@ Each program is scored two ways:
 Both sides get the same timeout. A disagreement is rerun once on both sides with three times
 the timeout, to tell timing under load (flaky) from a verdict that differs; the count is
 reported either way. RESULT: programs, agreement (first run), disagreements, interval (95%,
-bench/rates.py), per dataset, and each disagreement with both verdicts.
+bench/rates.py), per dataset, false_positive (rlvr passes, official fails, out of the programs the
+official run fails) and false_negative (the reverse, out of those it passes), each with its 95%
+interval, and the disagreeing programs (each printed with both verdicts and the rerun).
 
 Usage: nice -n 10 python bench/code_verdicts.py [--quick | --limit N] [--mutants 2] [--timeout 10] [--seed 0]
 """
@@ -59,7 +63,7 @@ SWAP = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.Mult
 
 
 def _sites(func: ast.AST) -> list[tuple[str, int]]:
-    """Every (operator, occurrence) one edit could change inside a function."""
+    """Every (operator, occurrence) one edit could change inside a function (the raising wrapper aside)."""
     found = {"flip_comparison": 0, "off_by_one": 0, "delete_statement": 0, "swap_operator": 0, "return_none": 0}
     for node in ast.walk(func):
         if isinstance(node, ast.Compare) and type(node.ops[0]) in FLIP:
@@ -133,6 +137,18 @@ def mutate(func: ast.AST, op: str, index: int, rng: random.Random) -> ast.AST:
     raise ValueError(f"no site {op}#{index}")
 
 
+RAISE_ON_THIRD_CALL = """
+_rlvr_calls = [0]
+_rlvr_inner_{name} = {name}
+
+def {name}(*args, **kwargs):
+    _rlvr_calls[0] += 1
+    if _rlvr_calls[0] == 3:
+        raise RuntimeError('the third call')
+    return _rlvr_inner_{name}(*args, **kwargs)
+"""
+
+
 def harmless(func: ast.AST, rng: random.Random) -> tuple[str, ast.AST]:
     """A variant that must score the same: reformatted, dead code added, or `a == b` as `b == a`."""
     func = copy.deepcopy(func)
@@ -185,6 +201,8 @@ def build_programs(limit: int | None, n_mutants: int, seed: int) -> list[dict]:
         seen = {ast.unparse(func)}
         for kind, changed in variants:
             text = ast.unparse(changed)
+            if kind == "mutant:raise_on_third_call":
+                text += "\n" + RAISE_ON_THIRD_CALL.format(name=r["entry_point"])
             if kind.startswith("mutant") and text in seen:
                 continue
             seen.add(text)
@@ -216,6 +234,8 @@ def build_programs(limit: int | None, n_mutants: int, seed: int) -> list[dict]:
         seen = {ast.unparse(tree)}
         for kind, changed in variants:
             text = ast.unparse(changed) + "\n"
+            if kind == "mutant:raise_on_third_call":
+                text += RAISE_ON_THIRD_CALL.format(name=fields.get("entry_point") or funcs[0].name)
             if kind.startswith("mutant") and text.strip() in seen:
                 continue
             seen.add(text.strip())
@@ -230,21 +250,19 @@ def _mutants(func, n, rng):
         by_op.setdefault(op, []).append(i)
     ops = list(by_op)
     rng.shuffle(ops)
-    out = []
-    for op in ops[:n]:
-        out.append((f"mutant:{op}", mutate(func, op, rng.choice(by_op[op]), rng)))
-    return out
+    out = [(f"mutant:{op}", mutate(func, op, rng.choice(by_op[op]), rng)) for op in ops[:n]]
+    return out + [("mutant:raise_on_third_call", func)]  # every HumanEval check: some call outside asserts
 
 
 def _module_mutants(funcs, n, rng):
-    sites = [(f, op, i) for f in funcs for op, i in _sites(f)]
+    sites = [(f, op, i) for f in funcs for op, i in _sites(f)] + [(funcs[0], "raise_on_third_call", 0)] * len(funcs)
     rng.shuffle(sites)
     out, used = [], set()
     for f, op, i in sites:
         if op in used:
             continue
         used.add(op)
-        out.append((f"mutant:{op}", mutate(f, op, i, rng), f))
+        out.append((f"mutant:{op}", f if op == "raise_on_third_call" else mutate(f, op, i, rng), f))
         if len(out) == n:
             break
     return out
@@ -379,12 +397,18 @@ def main() -> int:
             by_dataset[name] = {"programs": len(idx), "agreement": round(1 - wrong / len(idx), 6),
                                 "disagreements": wrong}
     passed = {"rlvr": sum(r["passed"] for r in rlvr), "official": sum(o["passed"] for o in official)}
+    # Taking the official verdict as the truth: rlvr passing what it fails, failing what it passes.
+    false_pos = sum(1 for r, o in zip(rlvr, official) if r["passed"] and not o["passed"])
+    false_neg = sum(1 for r, o in zip(rlvr, official) if o["passed"] and not r["passed"])
     interval = rate(len(differ), len(programs))
     result = {
         "programs": len(programs), "agreement": round(1 - len(differ) / len(programs), 6),
         "disagreements": len(differ), "interval": {"low": round(1 - interval["high"], 6),
                                                    "high": round(1 - interval["low"], 6)},
         "disagreement_rate": interval, "by_dataset": by_dataset, "kinds": kinds, "passed": passed,
+        "false_positive": rate(false_pos, len(programs) - passed["official"]) if passed["official"] < len(programs)
+        else None,
+        "false_negative": rate(false_neg, passed["official"]) if passed["official"] else None,
         "after_rerun_disagreements": sum(1 for d in report if not d["rerun"]["agree"]),
         "rlvr_s": round(rlvr_s, 1), "official_s": round(official_s, 1),
         "speed_ratio_official_over_rlvr": round(official_s / rlvr_s, 3), "timeout_s": args.timeout,
