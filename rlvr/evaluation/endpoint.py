@@ -31,7 +31,7 @@ from rlvr.envs.tool_calls import HermesParser, ToolCall
 from rlvr.evaluation.passk import evaluate_pass_at_k
 from rlvr.openai_client import ChatEndpoint, EndpointError
 from rlvr.trainer.rollout.chat import tool_messages
-from rlvr.trainer.rollout.envs import call_ended
+from rlvr.trainer.rollout.envs import call_parser
 from rlvr.trainer.rollout.sessions import BatchSession, Turn
 
 
@@ -129,7 +129,7 @@ class _EndpointSession(BatchSession):
         self.params = {"max_tokens": settings.max_new_tokens, "temperature": 0.0 if settings.greedy else
                        settings.temperature, "top_p": settings.top_p,
                        **({"stop": list(settings.stop)} if settings.stop else {}), **generator.params}
-        self.call_ended = [call_ended(env) for env in batch.envs] if batch.multiturn else None
+        self.parsers = [call_parser(env) for env in batch.envs] if batch.multiturn else None
         first = [batch.prompts[r // self.n] for r in range(len(batch.envs))]
         self.wires = [ToolWire(env, messages, generator.tool_prompt)
                       if getattr(env.unwrapped, "tool_schemas", None) else None
@@ -166,12 +166,17 @@ class _EndpointSession(BatchSession):
 
     def _stopped(self, row: int, text: str, finish_reason: str | None) -> str:
         """The turn as the loop's other generators end it: a server leaves a matched stop string out of the
-        text (the OpenAI API's rule), so a turn stopped at the end of a call gets its end marker back
-        (the stop string whose addition makes the env parser see a call just closed)."""
-        if finish_reason != "stop" or self.call_ended is None or self.call_ended[row](text):
+        text (the OpenAI API's rule), so a turn stopped at the end of a call gets its end marker back: the
+        stop string that completes a call the env parser can read. (A turn that ended at an end-of-turn
+        token has the same finish reason; the marker after it would complete no call.)"""
+        if finish_reason != "stop" or self.parsers is None:
             return text
-        ended = self.call_ended[row]
-        return next((text + stop for stop in self.settings.stop if ended(text + stop)), text)
+        parse = self.parsers[row]
+
+        def calls(t: str) -> int:
+            return sum(isinstance(c, ToolCall) for c in parse(t).calls)
+
+        return next((text + stop for stop in self.settings.stop if calls(text + stop) > calls(text)), text)
 
     def extend(self, row: int, messages: list[dict[str, Any]], reply_ids: Any) -> None:
         self._send(row, messages)

@@ -40,6 +40,13 @@ def call_ended(env):
     return getattr(getattr(env.unwrapped, "parser", None), "call_ended", ends_with_call)
 
 
+def call_parser(env):
+    """The env's tool-call parser (Hermes `<tool_call>` JSON for an env without one)."""
+    from rlvr.envs.tool_calls import HermesParser
+
+    return getattr(env.unwrapped, "parser", None) or HermesParser()
+
+
 def end_marker(env) -> str:
     """What a turn that has just closed a call ends with: the stop string the loop sends every generator."""
     from rlvr.envs.tool_calls import CLOSE
