@@ -449,7 +449,9 @@ def scalar_equal(a: str, r: str, symbolic: bool, simplified: bool = False) -> bo
     pa, pr = sym.parse(a), sym.parse(r)
     if sym.equal(pa, pr):
         return True
-    if _rounded(a, sym.value(pr)) or _rounded(r, sym.value(pa)) or rounds_to_reference(sym.value(pa), r):
+    if _rounded(a, sym.value(pr)) or _rounded(r, sym.value(pa)):
+        return True
+    if _DECIMAL_LITERAL.fullmatch(r.replace(" ", "")) and rounds_to_reference(sym.value(pa), r):
         return True
     if a.endswith("%") != r.endswith("%"):  # a dropped percent sign: compare the bare numbers
         return sym.equal(sym.parse(a.rstrip("%")), sym.parse(r.rstrip("%")))
