@@ -119,6 +119,15 @@ def test_the_vllm_engines_dtype(device, requested, bf16, want):
     assert devices.engine_dtype(device, requested, bf16) == want
 
 
+def test_vllm_dtype_in_a_run_config_reaches_the_engine_options():
+    from rlvr.trainer.config import from_dict
+
+    assert from_dict({"model": "tiny"}).generator_options()["dtype"] == "auto"
+    assert from_dict({"model": "tiny", "vllm_dtype": "float32"}).generator_options()["dtype"] == "float32"
+    with pytest.raises(ValueError, match="vllm_dtype"):
+        from_dict({"model": "tiny", "vllm_dtype": "float16"})
+
+
 def test_an_unknown_engine_dtype_is_refused():
     with pytest.raises(ValueError, match="float16"):
         devices.engine_dtype("cuda", "float16", True)

@@ -46,6 +46,7 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.3  # CUDA: the share of GPU memory the engine may take
     vllm_sleep: bool = False  # CUDA: free the engine's memory during the optimizer step (vLLM's sleep mode)
     vllm_enforce_eager: bool = True  # False: torch.compile and CUDA graphs (slower start, faster decoding on GPU)
+    vllm_dtype: str = "auto"  # the engine's weights: "auto" (bf16 on a GPU that has it, else fp32), "float32", "bfloat16"
     # multi-turn envs (trainer/episodes.py): max_new_tokens is per assistant turn
     max_episode_tokens: int = 512  # tokens after the prompt (sampled + env) before an episode is cut
     episode_return: str = "final"  # an episode's reward: "final" (its last reward) or "sum" (of its turn rewards)
@@ -131,6 +132,8 @@ class TrainConfig:
         checks.append((self.generator == "local" or self.parallel == "replicate",
                        "generator: vllm runs with parallel: replicate (one engine per process)"))
         checks.append((self.generator == "vllm" or not self.vllm_sleep, "vllm_sleep needs generator: vllm"))
+        checks.append((self.vllm_dtype in ("auto", "float32", "bfloat16"),
+                       "vllm_dtype must be 'auto', 'float32' or 'bfloat16'"))
         checks.append((self.vllm_kv_cache_gib > 0 and self.vllm_max_model_len >= 1,
                        "vllm_kv_cache_gib must be positive and vllm_max_model_len at least 1"))
         for ok, message in checks:
@@ -162,7 +165,7 @@ class TrainConfig:
         takes none of them."""
         return dict(seed=self.seed, max_model_len=self.vllm_max_model_len, kv_cache_gib=self.vllm_kv_cache_gib,
                     sleep=self.vllm_sleep, gpu_memory_utilization=self.vllm_gpu_memory_utilization,
-                    enforce_eager=self.vllm_enforce_eager)
+                    enforce_eager=self.vllm_enforce_eager, dtype=self.vllm_dtype)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)

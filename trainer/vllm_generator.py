@@ -107,8 +107,9 @@ class VLLMGenerator:
     """A `Generator` backed by an in-process `vllm.LLM` holding a copy of the trainer's weights.
 
     `kv_cache_gib`: memory for the KV cache (CPU RAM or GPU memory). `max_model_len`: the longest
-    prompt + completion. `dtype`: the engine's (default `devices.engine_dtype`: bf16 on a GPU that has
-    it, fp32 on a CPU, where it keeps the sampler's numerics closest to the trainer's). `folder`: where the model is written for
+    prompt + completion. `dtype`: the engine's (a torch dtype, or a name that `devices.engine_dtype`
+    resolves; default "auto": bf16 on a GPU that has it, fp32 on a CPU, where it keeps the sampler's
+    numerics closest to the trainer's). `folder`: where the model is written for
     loading (a temporary folder by default). Other keyword arguments go to `vllm.LLM` as they are.
     """
 
@@ -121,7 +122,7 @@ class VLLMGenerator:
         return cls(model, tokenizer, **options)
 
     def __init__(self, model, tokenizer, *, max_model_len: int = 2048, kv_cache_gib: float = 1.0,
-                 dtype: torch.dtype | None = None, seed: int = 0, folder: str | None = None,
+                 dtype: torch.dtype | str | None = None, seed: int = 0, folder: str | None = None,
                  sleep: bool = False, gpu_memory_utilization: float = 0.3, **engine_args):
         check_vllm_world(_world())
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -141,7 +142,8 @@ class VLLMGenerator:
         self._tmp = None if folder else tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
         folder = export_model(model, tokenizer, folder or self._tmp.name)
         weight = next(model.parameters())
-        dtype = dtype or engine_dtype(weight.device.type, bf16_supported=_cuda_bf16(weight.device))
+        if dtype is None or isinstance(dtype, str):  # "auto", "float32", "bfloat16" (`vllm_dtype`)
+            dtype = engine_dtype(weight.device.type, dtype, bf16_supported=_cuda_bf16(weight.device))
         state = (torch.random.get_rng_state(), random.getstate(),
                  torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
         threads, set_threads = torch.get_num_threads(), torch.set_num_threads
