@@ -4,6 +4,7 @@ OpenEnv (`rlvr serve-env` played by rlvr/OpenEnv-v0). Real task images, a real D
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -144,3 +145,45 @@ def test_openenv_serve_env_plays_the_gold_patch_through_rlvr_openenv_client(smal
         local.close()
     finally:
         _stop(proc)
+
+
+def test_verifiers_toolset_plays_repofix_and_its_submit_score_is_the_reward(small):
+    """The verifiers export: the tools over the MCP toolset (its own env and workspace, in verifiers' tool
+    server process); `submit` puts the env's score in the rollout state, which the task's reward reads."""
+    vf = needs.module("verifiers.v1")
+    from mcp.server.mcpserver import MCPServer
+    from test_integrations_verifiers import _taskset
+    from verifiers.v1.mcp.server import _call_state
+
+    from rlvr.integrations.verifiers_env import RlvrState
+
+    vf_tasks = _taskset("rlvr/RepoFix-v0", small, 2)
+    toolsets = [type(task).toolsets(task.config)[0] for task in vf_tasks]
+    mcp = MCPServer("rlvr")
+    toolsets[0].register(mcp)
+    states = [RlvrState(), RlvrState()]
+
+    async def play(toolset, task, state, calls):
+        await toolset.setup_task(task.data)
+        token = _call_state.set(state)  # the state verifiers' channel hands each call of this rollout
+        try:
+            return [await asyncio.to_thread(toolset.call, name, arguments) for name, arguments in calls]
+        finally:
+            _call_state.reset(token)
+
+    assert sorted(t.name for t in asyncio.run(mcp.list_tools())) == ["bash", "edit_file", "run_tests", "submit",
+                                                                    "view_file"]
+    local = gym.make("rlvr/RepoFix-v0", **small)
+    local.reset(seed=vf_tasks[0].data.seed)
+    gold = gold_command(local.unwrapped.repo_task)
+    replies = asyncio.run(play(toolsets[0], vf_tasks[0], states[0], [("bash", {"command": gold}), ("submit", {})]))
+    assert replies[0].startswith("ok") and replies[1] == "Submitted."
+    assert states[0].rlvr_score["score"] == 1.0
+    asyncio.run(play(toolsets[1], vf_tasks[1], states[1], [("view_file", {"path": "setup.py", "end": 3})]))
+    assert states[1].rlvr_score is None  # the episode goes on: no score yet
+    traces = [vf.Trace(task=vf.TraceTask(type="RlvrTask", data=t.data), agent=vf.AgentInfo(config=vf.AgentConfig()),
+                       root_reply="done", state=s) for t, s in zip(vf_tasks, states)]
+    for task, trace in zip(vf_tasks, traces):
+        asyncio.run(task.score(trace))
+    assert [t.rewards["rlvr"].score for t in traces] == [1.0, 0.0]
+    assert traces[1].metrics.get("reason/tests_failed") == 1.0  # no submit: the last reply, which is no fix

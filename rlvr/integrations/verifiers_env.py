@@ -91,7 +91,13 @@ class RlvrToolsetConfig(vf.ToolsetConfig):
     env_kwargs: dict[str, Any] = {}
 
 
-class RlvrToolset(vf.Toolset[RlvrToolsetConfig]):
+class RlvrState(vf.State):
+    rlvr_score: dict[str, Any] | None = None
+    """The env's own score when a tool call ended the episode (RepoFix-v0's `submit`), sent from the
+    toolset's process over verifiers' state channel: such an episode is scored by it, not by the last reply."""
+
+
+class RlvrToolset(vf.Toolset[RlvrToolsetConfig, RlvrState]):
     """The rlvr env's tools, for one rollout (verifiers runs this module as the server process)."""
 
     TOOL_PREFIX = None  # the tools keep their own names ("python"), as in rlvr
@@ -117,6 +123,7 @@ class RlvrToolset(vf.Toolset[RlvrToolsetConfig]):
         reply, ended = call_tool(self.env, name, arguments, self._ended)
         if ended is not None:
             self._ended = ended.get("ended_by", "answer")
+            self.state.rlvr_score = ended["score"]
         return reply
 
 
@@ -139,7 +146,7 @@ class RlvrTaskConfig(vf.TaskConfig):
     """Filled in by the taskset for tool envs."""
 
 
-class RlvrTask(vf.Task[RlvrData, vf.State, RlvrTaskConfig]):
+class RlvrTask(vf.Task[RlvrData, RlvrState, RlvrTaskConfig]):
     """One prompt of an rlvr env, rewarded by the env's composite score."""
 
     @classmethod
@@ -148,6 +155,10 @@ class RlvrTask(vf.Task[RlvrData, vf.State, RlvrTaskConfig]):
 
     async def _score(self, trace: vf.Trace) -> Score:
         cache = self.__dict__.setdefault("_scores", {})
+        ended = getattr(trace.state, "rlvr_score", None)
+        if trace.id not in cache and ended is not None:  # a tool call ended the episode: the env scored it
+            cache[trace.id] = Score(ended["score"], ended["reason"], ended["components"], ended["reasons"],
+                                    ended["info"])
         if trace.id not in cache:
             data = self.data
             cache[trace.id] = await asyncio.to_thread(score_reply, data.env_id, data.env_kwargs, data.seed,
