@@ -188,7 +188,7 @@ def build(spec: str, limit: int = 120, keep: int | None = None, workers: int = 2
                              f"({first.get('error') or first.get('tampered') or first.get('output_tail', '')[-300:]})")
         log(f"baseline: {len(baseline)} passing tests of {len(first.get('tests') or {})} "
             f"({first.get('duration')} s a run)")
-        per_run = max(8.0, 3 * float(first.get("duration") or 1.0))
+        per_run = max(30.0, 10 * float(first.get("duration") or 1.0))
         candidates = sample_mutants(files, limit, seed)
         rng = random.Random(seed)
         tasks, outcomes = [], {}

@@ -81,7 +81,7 @@ def fetch_sdist(package: str, version: str, log: Callable[[str], None] = print) 
     folder.mkdir(parents=True, exist_ok=True)
     log(f"pip download {package}=={version} (sdist)")
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-                           "--no-build-isolation", "-d", str(folder), f"{package}=={version}"],
+                           "-d", str(folder), f"{package}=={version}"],
                           capture_output=True, text=True, timeout=600)
     found = sorted(p for p in folder.glob("*") if p.name.endswith((".tar.gz", ".zip", ".tar.bz2")))
     if proc.returncode != 0 or not found:

@@ -65,7 +65,9 @@ def _guarded() -> dict[str, object]:
         if name.startswith(("assert", "fail", "_base", "_get")):
             pairs[f"unittest.TestCase.{name}"] = value
     for name, value in vars(builtins).items():
-        pairs[f"builtins.{name}"] = value
+        if not name.startswith("__"):
+            pairs[f"builtins.{name}"] = value
+    pairs["reports.TestReport.from_item_and_call"] = vars(_pytest.reports.TestReport).get("from_item_and_call")
     return pairs
 
 

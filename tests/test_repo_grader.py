@@ -1,0 +1,143 @@
+"""The repository grader on a packaged task, with a real Docker engine: gold 1, empty 0,
+a partial fix its fraction, dropped paths named, a hung test failing with the grade returned."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from repo_helpers import repo_task, task_image
+
+from rlvr.envs.repo_mutate import unified_diff
+from rlvr.envs.repo_task import RepoTask, load_catalogue, parse_tasks
+from rlvr.sandbox.repo_grader import RepoGrader, filter_diff, split_diff
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def task() -> RepoTask:
+    return repo_task()
+
+
+@pytest.fixture(scope="module")
+def image(task):
+    return task_image(task)
+
+
+@pytest.fixture(scope="module")
+def grader(image):
+    grader = RepoGrader(warm=1)
+    grader.prewarm(image)
+    yield grader
+    grader.close()
+
+
+def _grade(grader, image, task, diff, mode="all", **kw):
+    kw.setdefault("source_paths", task.source_paths)
+    return grader.grade(image, task.repo_dir, task.setup_patch, diff, task.fail_to_pass, task.pass_to_pass,
+                        mode=mode, **kw)
+
+
+def test_gold_scores_one_and_empty_scores_zero(grader, image, task):
+    gold = _grade(grader, image, task, task.gold_patch)
+    assert (gold.value, gold.reason) == (1.0, "passed"), gold.info
+    assert set(gold.tests) == set(task.fail_to_pass) | set(task.pass_to_pass)
+    empty = _grade(grader, image, task, "")
+    assert (empty.value, empty.reason) == (0.0, "tests_failed")
+    assert all(empty.tests[t] == "failed" for t in task.fail_to_pass)
+    assert all(empty.tests[t] == "passed" for t in task.pass_to_pass)
+    fraction = _grade(grader, image, task, "", mode="fraction")
+    assert fraction.value == pytest.approx(len(task.pass_to_pass) / len(fraction.tests))
+
+
+def _pristine(task: RepoTask, path: str) -> str:
+    """The file as released (from the cached sdist)."""
+    import tarfile
+
+    from rlvr.sandbox.repo_image import fetch_sdist
+
+    with tarfile.open(fetch_sdist(task.package, task.version)) as archive:
+        member = next(m for m in archive.getmembers() if m.name.split("/", 1)[-1] == path)
+        return archive.extractfile(member).read().decode()
+
+
+def _line_change(patch: str) -> tuple[str, str]:
+    minus = [line[1:] for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
+    plus = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return minus[0], plus[0]
+
+
+def test_partial_fix_scores_its_fraction(grader, image):
+    """Two bugs at once; fixing one passes exactly that one's FAIL_TO_PASS tests."""
+    tasks = load_catalogue(["inflection"])
+    first, second = next((a, b) for a in tasks for b in tasks
+                         if a.mutation.file == b.mutation.file and abs(a.mutation.line - b.mutation.line) > 8
+                         and not set(a.fail_to_pass) & set(b.fail_to_pass))
+    path = first.mutation.file
+    pristine = _pristine(first, path)
+    lines = pristine.splitlines(keepends=True)
+    for task in (first, second):
+        old, new = _line_change(task.mutation.patch)
+        assert lines[task.mutation.line - 1].rstrip("\n") == old
+        lines[task.mutation.line - 1] = new + "\n"
+    both = "".join(lines)
+    setup = unified_diff(path, pristine, both)
+    lines[first.mutation.line - 1] = pristine.splitlines(keepends=True)[first.mutation.line - 1]
+    fix_first = unified_diff(path, both, "".join(lines))
+    f2p = list(first.fail_to_pass) + list(second.fail_to_pass)
+    grade = grader.grade(image, "/repo", setup, fix_first, f2p, [], source_paths=first.source_paths, mode="fraction")
+    assert grade.value == pytest.approx(len(first.fail_to_pass) / len(f2p)), grade.tests
+    assert all(grade.tests[t] == "passed" for t in first.fail_to_pass)
+    assert all(grade.tests[t] == "failed" for t in second.fail_to_pass)
+    strict = grader.grade(image, "/repo", setup, fix_first, f2p, [], source_paths=first.source_paths, mode="all")
+    assert strict.value == 0.0
+
+
+def test_hung_test_fails_and_the_grade_comes_back(grader, image, task):
+    """A fix that loops forever inside one function: the deadline ends the run."""
+    path = task.mutation.file
+    pristine = _pristine(task, path).splitlines(keepends=True)
+    at = task.mutation.line - 1
+    old, new = _line_change(task.mutation.patch)
+    buggy = pristine[:at] + [new + "\n"] + pristine[at + 1:]
+    indent = old[: len(old) - len(old.lstrip())]
+    looping = pristine[:at] + [f"{indent}while True:\n", f"{indent}    pass\n"] + pristine[at:]
+    diff = unified_diff(path, "".join(buggy), "".join(looping))
+    started = time.monotonic()
+    grade = _grade(grader, image, task, diff, timeout=8)
+    took = time.monotonic() - started
+    assert grade.value == 0.0 and grade.reason in ("timeout", "tests_failed"), grade.info
+    assert grade.info["timed_out"], grade.info
+    assert took < 8 + 15, took
+
+
+def test_dropped_paths_are_named_and_not_applied(grader, image, task):
+    test_file = task.fail_to_pass[0].split("::")[0]
+    planted = ("diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
+               "@@ -0,0 +1 @@\n+raise SystemExit(0)\n")
+    grade = _grade(grader, image, task, task.gold_patch + planted)
+    assert grade.value == 1.0
+    assert grade.dropped == ["conftest.py (configuration)"]
+    kept, dropped = filter_diff(planted + unified_diff(test_file, "x\n", "y\n"), task.source_paths)
+    assert kept == "" and dropped == ["conftest.py (configuration)", f"{test_file} (test file)"]
+
+
+def test_split_diff_reads_hunks_by_their_counts():
+    """A removed line '--- x' inside a hunk does not start a new file (no smuggled headers)."""
+    diff = ("--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,2 +1,2 @@\n--- a/conftest.py\n++++ b/conftest.py\n"
+            " keep\n")
+    assert split_diff(diff) == [(["pkg/m.py"], diff)]
+    kept, dropped = filter_diff(diff, ["pkg"])
+    assert kept == diff and dropped == []
+
+
+def test_task_records_round_trip_and_hash_is_checked(task, tmp_path):
+    from rlvr.envs.repo_task import load_tasks, save_tasks
+
+    path = tmp_path / "t.jsonl"
+    save_tasks([task], path)
+    assert load_tasks(path) == [task]
+    record = path.read_text().replace(task.fail_to_pass[0], task.fail_to_pass[0] + "x")
+    with pytest.raises(ValueError, match="content_hash"):
+        parse_tasks(record)
