@@ -286,18 +286,24 @@ class Check:
         return {"samples": len(samples)}
 
 
+STEPS = ("decisions", "grpo_fp32_lora", "grpo_bf16_lora", "fsdp_one_gpu", "async_one_worker", "eval_model")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--on-cpu", action="store_true", help="run the CUDA steps on the CPU (checks this script)")
     parser.add_argument("--write-model", metavar="DIR", help="write the tiny model folder to DIR and exit")
+    parser.add_argument("--only", action="append", choices=[s.replace("_", "-") for s in STEPS],
+                        help="run only this step (repeatable)")
     args = parser.parse_args(argv)
     if args.write_model:
         print(write_model(Path(args.write_model)))
         return 0
     t0 = time.perf_counter()
     check = Check(args.on_cpu)
-    for name in ("decisions", "grpo_fp32_lora", "grpo_bf16_lora", "fsdp_one_gpu", "async_one_worker", "eval_model"):
-        check.run(name.replace("_", "-"), getattr(check, name))
+    for name in STEPS:
+        if not args.only or name.replace("_", "-") in args.only:
+            check.run(name.replace("_", "-"), getattr(check, name))
     failed = [n for n, r in check.results.items() if r["status"] == "fail"]
     print("RESULT " + json.dumps({"target": check.kind, "failed": failed, "s": round(time.perf_counter() - t0, 1),
                                   "steps": check.results}))
