@@ -157,7 +157,7 @@ def test_async_config_keys():
 
     config = load_config(None, ["async={workers: 2, max_staleness: 0}", "correction=mis"])
     assert config.async_ == {"workers": 2, "max_staleness": 0, "ahead": 0, "address": None, "worker_cpus": 1,
-                             "trainer_prompts": 0}
+                             "worker_gpus": None, "trainer_prompts": 0}
     assert "async" in config.to_dict() and from_dict(config.to_dict()) == config
     assert load_config(None, []).async_ is None
     for overrides, message in ((["async={worker: 2}"], "unknown async key"), (["async.workers=0"], "workers"),
