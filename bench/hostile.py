@@ -426,7 +426,7 @@ def bench_code(args) -> dict:
     normal = Case("normal", "```python\ndef f(x):\n    return x\n```", None,
                   {"test_list": ["assert f(1) == 1", "assert f(2) == 2"]}, correct=True)
     return run_verifier("code", lambda case: verifier, code_cases(), normal, verifier.timeout, pool.size,
-                        args.burst, args.repeat)
+                        args.burst if args.code_burst is None else args.code_burst, args.repeat)
 
 
 def bench_ifeval(args) -> dict:
@@ -488,6 +488,9 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--burst", type=int, default=1000, help="calls in each verifier's burst")
     parser.add_argument("--repeat", type=int, default=3, help="one-at-a-time passes over the cases")
+    parser.add_argument("--code-burst", type=int, default=None,
+                        help="calls in the code burst (default --burst): nearly every hostile job retires its "
+                             "container, so the burst runs at the rate containers start")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated: " + ",".join(BENCHES))
     parser.add_argument("--math-timeout", type=float, default=1.0)
     parser.add_argument("--code-timeout", type=float, default=2.0)
@@ -504,7 +507,8 @@ def main(argv=None) -> dict:
     for name in chosen:
         outcome = BENCHES[name](args)
         load.append(os.getloadavg()[0])
-        row = {"timeout_s": limits[name], "recovered": outcome["recovered"], "burst_wall_s": outcome["burst_wall_s"]}
+        row = {"timeout_s": limits[name], "recovered": outcome["recovered"], "burst_wall_s": outcome["burst_wall_s"],
+               "loadavg_1m_after": round(os.getloadavg()[0], 2)}
         for phase in ("one", "burst"):
             tally = outcome[phase]
             row[phase] = {**summary(tally.latencies, limits[name]), "lost": tally.lost,
@@ -521,6 +525,7 @@ def main(argv=None) -> dict:
         "recovered": all(row["recovered"] for row in rows.values()),
         "verifiers": rows,
         "burst": args.burst,
+        "code_burst": args.burst if args.code_burst is None else args.code_burst,
         "loadavg_1m": [round(x, 2) for x in load],
         "cpus": os.cpu_count(),
     }
