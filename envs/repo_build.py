@@ -160,8 +160,11 @@ class Builder:
 
 
 def build(spec: str, limit: int = 120, keep: int | None = None, workers: int = 2, max_fail: int = 5,
-          p2p: int = 25, timeout: float = 60.0, seed: int = 0, log: Callable[[str], None] = print) -> dict:
-    """Make tasks from NAME==VERSION; returns {"tasks": [...], "stats": {...}}."""
+          p2p: int = 25, timeout: float = 60.0, seed: int = 0, log: Callable[[str], None] = print,
+          on_task: Callable[[RepoTask], None] | None = None) -> dict:
+    """Make tasks from NAME==VERSION; returns {"tasks": [...], "stats": {...}}. `on_task` sees
+    each task as it is kept (the CLI appends it to the output file, so a long build that is
+    stopped keeps what it made)."""
     from rlvr.sandbox.repo_image import build_task_image, fetch_sdist
 
     match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9][A-Za-z0-9.+!_-]*)\s*", spec)
@@ -222,6 +225,8 @@ def build(spec: str, limit: int = 120, keep: int | None = None, workers: int = 2
                     hidden_tests=tuple(sorted({t.split("::")[0] for t in f2p})),
                 ).with_hash()
                 tasks.append(task)
+                if on_task is not None:
+                    on_task(task)
                 if keep and len(tasks) >= keep:
                     break
         finally:
@@ -302,12 +307,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.workers < 1 or args.max_fail < 1:
         raise ValueError("--limit, --workers and --max-fail must be at least 1")
+    match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(\S+)\s*", args.spec)
+    if not match:
+        raise ValueError(f"expected NAME==VERSION, got {args.spec!r}")
+    out = Path(args.out or f"{match.group(1).lower()}-{match.group(2)}.jsonl")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.write_text("")
+
+    def append(task: RepoTask) -> None:
+        with open(partial, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(task.to_dict(), sort_keys=True) + "\n")
+
     result = build(args.spec, limit=args.limit, keep=args.keep, workers=args.workers, max_fail=args.max_fail,
                    p2p=args.p2p, timeout=args.timeout, seed=args.seed,
-                   log=lambda m: print(m, file=sys.stderr, flush=True))
-    stats = result["stats"]
-    out = Path(args.out or f"{stats['package'].lower()}-{stats['version']}.jsonl")
-    out.parent.mkdir(parents=True, exist_ok=True)
+                   log=lambda m: print(m, file=sys.stderr, flush=True), on_task=append)
     save_tasks(result["tasks"], out)
-    print(json.dumps({**stats, "out": str(out)}))
+    partial.unlink(missing_ok=True)
+    print(json.dumps({**result["stats"], "out": str(out)}))
     return 0

@@ -147,14 +147,16 @@ def filter_diff(diff: str, source_paths: Sequence[str]) -> tuple[str, list[str]]
 class WorkerContainer:
     """One task container running repo_worker.py, spoken to over its stdin/stdout."""
 
-    def __init__(self, image: str, memory_mb: int = 2048, pids: int = 512, cpus: float | None = None):
+    def __init__(self, image: str, memory_mb: int = 2048, pids: int = 512, cpus: float | None = None,
+                 repo_dir: str = "/repo"):
         self.image = image
         self.name = f"rlvr-repo-{secrets.token_hex(6)}"
         argv = ["docker", "run", "-i", "--rm", "--name", self.name, "--network", "none", "--init",
                 "--cap-drop", "ALL", "--cap-add", "SETUID", "--cap-add", "SETGID", "--cap-add", "KILL",
                 "--cap-add", "CHOWN", "--cap-add", "DAC_OVERRIDE", "--cap-add", "FOWNER", "--security-opt", "no-new-privileges", "--read-only",
                 "--tmpfs", "/tmp:rw,exec,nosuid,size=1024m,mode=1777", "--pids-limit", str(pids),
-                "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--log-driver", "none"]
+                "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--log-driver", "none",
+                "-e", f"RLVR_REPO_DIR={repo_dir}"]
         if cpus:
             argv += ["--cpus", str(cpus)]
         self.proc = subprocess.Popen(argv + [image] + WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -220,19 +222,19 @@ class RepoGrader:
     def __init__(self, warm: int = 2, memory_mb: int = 2048, pids: int = 512):
         self.warm = warm
         self.memory_mb, self.pids = memory_mb, pids
-        self._ready: dict[str, queue.Queue] = {}
+        self._ready: dict[tuple[str, str], queue.Queue] = {}
         self._lock = threading.Lock()
         self._closed = False
 
-    def prewarm(self, image: str, count: int | None = None) -> None:
+    def prewarm(self, image: str, count: int | None = None, repo_dir: str = "/repo") -> None:
         """Start containers of `image` now, so the next grades need not wait for one."""
         for _ in range(self.warm if count is None else count):
-            self._spawn(image)
+            self._spawn(image, repo_dir)
 
-    def _spawn(self, image: str) -> None:
+    def _spawn(self, image: str, repo_dir: str = "/repo") -> None:
         if self._closed:
             return
-        container = WorkerContainer(image, self.memory_mb, self.pids)
+        container = WorkerContainer(image, self.memory_mb, self.pids, repo_dir=repo_dir)
 
         def ready():
             try:
@@ -242,22 +244,22 @@ class RepoGrader:
             if self._closed:
                 container.close()
                 return
-            self._queue(image).put(container)
+            self._queue(image, repo_dir).put(container)
 
         threading.Thread(target=ready, daemon=True).start()
 
-    def _queue(self, image: str) -> queue.Queue:
+    def _queue(self, image: str, repo_dir: str) -> queue.Queue:
         with self._lock:
-            return self._ready.setdefault(image, queue.Queue())
+            return self._ready.setdefault((image, repo_dir), queue.Queue())
 
-    def _take(self, image: str) -> WorkerContainer:
+    def _take(self, image: str, repo_dir: str) -> WorkerContainer:
         try:
-            container = self._queue(image).get_nowait()
+            container = self._queue(image, repo_dir).get_nowait()
         except queue.Empty:
-            container = WorkerContainer(image, self.memory_mb, self.pids)
+            container = WorkerContainer(image, self.memory_mb, self.pids, repo_dir=repo_dir)
             container.wait_ready()
         if self.warm:
-            self._spawn(image)
+            self._spawn(image, repo_dir)
         return container
 
     def grade(self, image: str, repo_dir: str, setup_patch: str, agent_diff: str, fail_to_pass: Iterable[str],
@@ -272,10 +274,8 @@ class RepoGrader:
         info: dict[str, Any] = {"dropped": dropped, "applied_bytes": len(kept)}
         if not expected:
             return RepoGrade(0.0, "error", {}, dropped, {**info, "error": "the task lists no tests"})
-        if repo_dir != "/repo":
-            raise ValueError("task images keep the repository at /repo")
         try:
-            container = self._take(image)
+            container = self._take(image, repo_dir)
         except (RuntimeError, TimeoutError, OSError) as exc:
             return RepoGrade(0.0, "error", {}, dropped, {**info, "error": str(exc)[:500]})
         payload = {"setup_patch": setup_patch, "diff": kept, "test_patch": test_patch, "tests": expected,
