@@ -7,6 +7,7 @@ answers tasks one at a time over its own pipes.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -89,6 +90,7 @@ def zygote(sock: socket.socket) -> None:
     for answer, reference in _WARM_UP:  # sympy imports and caches lazily: pay that once, here
         handle(("grade", answer, reference, False, False))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # dead workers are reaped automatically
+    gc.freeze()  # the warmed-up heap: a worker's garbage collections skip it, so its pages stay shared
     sock.sendall(b"R")
     while True:
         try:
