@@ -7,7 +7,8 @@ paths play: its task, every turn's text, the turn count, the turn rewards, the r
 
 - Held-out evaluation and `rlvr eval --model --eval-seed` (the same prompts, env seeds eval_seed + i)
   play identical episodes, turn for turn, under the same token budget (`max_episode_tokens` in the
-  config, `--max-episode-tokens` on the command line), which cuts some of them here.
+  config, `--max-episode-tokens` on the command line): on ToolMath with SmolLM2, and on a self-check
+  env with the tiny model where the budget cuts every episode.
 - A served model cannot be made token-identical: llama.cpp multiplies the Q4_1 GGUF weights with
   activations it quantizes to 8 bits (its Q8_1 dot products), while the local model runs the same
   weights de-quantized in fp32, so greedy decoding takes another token wherever the top two logits are
@@ -99,9 +100,23 @@ def test_held_out_evaluation_and_rlvr_eval_model_play_the_same_episodes(held_out
     assert played == trained  # the same tasks, turns, texts, rewards and endings, episode for episode
     assert len(trained) == PROMPTS and len({e["task"] for e in trained}) == PROMPTS
     assert any(e["tool_calls"] for e in trained)  # turns that ended at the end of a call
-    assert any(e["ended_by"] == "token_budget" for e in trained)  # the budget applied on both sides
     assert (result["pass_at"]["pass@1"], result["mean_reward"]) == (logged["accuracy"], logged["reward"])
     assert (result["turns_mean"], result["tool_calls_mean"]) == (logged["turns_mean"], logged["tool_calls_mean"])
+
+
+def test_the_episode_token_budget_cuts_alike(played, tmp_path, capsys):
+    env, kwargs, budget = "rlvr/MathSelfCheck-v0", {"tasks": "arithmetic", "digits": 2}, 12
+    config = TrainConfig(model="tiny", env=env, env_kwargs=kwargs, steps=0, prompts_per_step=1, group_size=2,
+                         eval_prompts=3, eval_seed=EVAL_SEED, eval_batch_size=3, max_new_tokens=8,
+                         max_episode_tokens=budget, threads=1, progress=False)
+    GRPOTrainer(config, tmp_path).train()
+    trained = list(played)
+    played.clear()
+    assert main(["eval", "--env", env, *[f"--env-arg={k}={json.dumps(v)}" for k, v in kwargs.items()], "--model",
+                 "tiny", "--eval-seed", str(EVAL_SEED), "--limit", "3", "--batch-size", "3", "--max-new-tokens", "8",
+                 "--max-episode-tokens", str(budget), "--no-progress"]) == 0
+    assert played == trained and len(played) == 3
+    assert all(e["ended_by"] == "token_budget" and e["reward"] == 0.0 for e in played)
 
 
 def test_rlvr_eval_endpoint_plays_by_the_same_rules(held_out, played, llama_server, capsys):
