@@ -433,6 +433,7 @@ def bench_ifeval(args) -> dict:
     from rlvr.verifiers.instructions import InstructionVerifier
 
     verifiers = {"strict": InstructionVerifier(), "loose": InstructionVerifier(mode="loose")}
+    verifiers["strict"].start()  # language profiles loaded once per process, like a pool's start-up
     cases = [Case(f"{mode}:{c.name}", c.completion, c.reference, {"_mode": mode}, any_value=True)
              for c in ifeval_cases() for mode in verifiers]
     normal = Case("normal", "no commas here", [{"id": "punctuation:no_comma", "kwargs": {}}],

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlvr.verifiers.core import BAD_REFERENCE, NO_ANSWER, OVERLONG, Score, Verifier, completion_text
-from rlvr.verifiers.instructions.checks import CHECKS, check_arguments
+from rlvr.verifiers.instructions.checks import CHECKS, check_arguments, detect_language
 
 NOT_FOLLOWED = "not_followed"  # the response breaks at least one instruction
 MODES = ("strict", "loose")
@@ -97,6 +97,11 @@ class InstructionVerifier(Verifier):
         self.mode = mode
         self.partial = bool(partial)
         self.max_chars = max_chars
+
+    def start(self) -> None:
+        """Load langdetect's language profiles now (a second or two, once per process), not in the
+        first check of a language (`language:response_language`, `change_case:english_*`)."""
+        detect_language("The language profiles are loaded once, before the first check.")
 
     def score(self, completion: Any, reference: Any = None, *, instructions: Any = None,
               **ignored: Any) -> Score:
