@@ -26,6 +26,7 @@ official run fails) and false_negative (the reverse, out of those it passes), ea
 interval, and the disagreeing programs (each printed with both verdicts and the rerun).
 
 Usage: nice -n 10 python bench/code_verdicts.py [--quick | --limit N] [--mutants 2] [--timeout 10] [--seed 0]
+                                                [--datasets humaneval,mbpp] [--workers 2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ def _functions(tree, names=None):
             and (names is None or n.name in names)]
 
 
-def build_programs(limit: int | None, n_mutants: int, seed: int) -> list[dict]:
+def build_programs(limit: int | None, n_mutants: int, seed: int,
+                   datasets: tuple[str, ...] = ("humaneval", "mbpp")) -> list[dict]:
     """HumanEval and MBPP programs: canonical, one harmless variant, up to n_mutants mutants each."""
     humaneval = [json.loads(x) for x in (DATASETS / "humaneval" / "HumanEval.jsonl").read_text().splitlines() if x]
     mbpp = [json.loads(x) for x in (DATASETS / "mbpp" / "mbpp.jsonl").read_text().splitlines() if x]
@@ -182,6 +184,8 @@ def build_programs(limit: int | None, n_mutants: int, seed: int) -> list[dict]:
     mb_fields = {t.task_id: t.fields for t in MBPPTasks(split="full").tasks}
     if limit:
         humaneval, mbpp = humaneval[:limit], mbpp[:limit]
+    humaneval = humaneval if "humaneval" in datasets else []
+    mbpp = mbpp if "mbpp" in datasets else []
     programs = []
 
     def add(dataset, task_id, kind, completion, official, fields):
@@ -325,7 +329,8 @@ with ThreadPoolExecutor(workers) as pool:
 
 def score_official(programs: list[dict], timeout: float, workers: int, image: str) -> list[dict]:
     """Each program in a fresh `python3 -I`, inside one locked-down container of the sandbox image."""
-    argv = ["docker", "run", "-i", "--rm", "--network", "none", "--memory", "6g", "--memory-swap", "6g",
+    name = f"rlvr-code-verdicts-{os.getpid()}-{time.monotonic_ns()}"
+    argv = ["docker", "run", "-i", "--rm", "--name", name, "--network", "none", "--memory", "6g", "--memory-swap", "6g",
             "--pids-limit", "512", "--cpus", str(workers), "--read-only", "--tmpfs", "/tmp:rw,size=1g,mode=1777",
             "--user", "10001:10001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--log-driver", "none", image, "python3", "-I", "-c", DRIVER, str(OFFICIAL_MEMORY), str(workers)]
@@ -336,12 +341,16 @@ def score_official(programs: list[dict], timeout: float, workers: int, image: st
     writer.start()
     out = [None] * len(programs)
     done = 0
-    for line in proc.stdout:
-        reply = json.loads(line)
-        out[reply.pop("i")] = dict(reply, passed=reply["status"] == "passed")
-        done += 1
-        if done % 256 == 0:
-            print(f"  official {done}/{len(programs)}", file=sys.stderr, flush=True)
+    try:
+        for line in proc.stdout:
+            reply = json.loads(line)
+            out[reply.pop("i")] = dict(reply, passed=reply["status"] == "passed")
+            done += 1
+            if done % 256 == 0:
+                print(f"  official {done}/{len(programs)}", file=sys.stderr, flush=True)
+    finally:  # interrupted: the container would go on with the programs already sent
+        if done < len(programs):
+            subprocess.run(["docker", "kill", name], capture_output=True)
     writer.join()
     if proc.wait() != 0 or any(o is None for o in out):
         raise SystemExit(f"the official runner failed (exit {proc.returncode})")
@@ -358,11 +367,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per program, both sides")
     parser.add_argument("--workers", type=int, default=2, help="parallel official runs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--datasets", default="humaneval,mbpp", help="comma-separated: humaneval, mbpp")
     parser.add_argument("--out", default=None, help="write every verdict to this JSON file")
     args = parser.parse_args()
     if args.quick and args.limit is None:
         args.limit = 40
-    programs = build_programs(args.limit, args.mutants, args.seed)
+    programs = build_programs(args.limit, args.mutants, args.seed, tuple(args.datasets.split(",")))
     kinds = {}
     for p in programs:
         kinds[p["kind"].split(":")[0]] = kinds.get(p["kind"].split(":")[0], 0) + 1
