@@ -7,7 +7,8 @@ Grading: the gold patches of catalogue tasks graded at 1, 8 and 32 concurrent gr
 `rlvr.sandbox.repo_grader` (warm containers, one per grade, the pool sized to the concurrency), and,
 in the same run on the same tasks, by the peer: the way SWE-bench's harness grades, a fresh
 container per grade (`docker create` + start from the same image, the patches copied in, `git apply`,
-pytest on the same FAIL_TO_PASS and PASS_TO_PASS node ids with `-rA`, verdicts read from its
+pytest on the same FAIL_TO_PASS and PASS_TO_PASS node ids with `-rA` and the grader's ini,
+verdicts read from its
 PASSED lines, the container removed). Per level: p50, p99 and max seconds per grade, grades/s.
 Every rlvr grade of a gold patch must come back (`lost`: raised or never returned), none may be
 `error`, and each must score 1 (`wrong` counts those that did not). More grades at 8 concurrent
@@ -29,6 +30,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import sys
 import tarfile
 import threading
@@ -80,13 +82,15 @@ def _tar(files: dict[str, str]) -> bytes:
 def fresh_container_grade(client, task: RepoTask) -> float:
     """SWE-bench's way: a new container per grade; the patches copied in and applied; pytest -rA; PASSED lines."""
     tests = list(dict.fromkeys(task.fail_to_pass + task.pass_to_pass))
-    files = sorted({t.split("::")[0] for t in tests})
     script = "\n".join([
         "set -u", f"cd {task.repo_dir}",
         *(["git apply /eval/setup.diff"] if task.setup_patch else []),
         "git apply /eval/model.diff",
         *(["git apply /eval/test.diff"] if task.test_patch else []),
-        "python3 -m pytest -rA -p no:cacheprovider -q " + " ".join(f"'{f}'" for f in files),
+        "if [ -d src ]; then export PYTHONPATH=$PWD/src; else export PYTHONPATH=$PWD; fi",
+        # the grader's ini, as the grader runs them (a repository's addopts may need plugins the image lacks)
+        f"python3 -m pytest -c /opt/rlvr-repo/pytest.ini --rootdir {task.repo_dir} -rA -p no:cacheprovider -q "
+        + " ".join(shlex.quote(t) for t in tests),
     ])
     container = client.containers.create(task_image(task), command=["sleep", "600"], network_mode="none",
                                          mem_limit="2g", pids_limit=512, working_dir=task.repo_dir)
@@ -98,7 +102,7 @@ def fresh_container_grade(client, task: RepoTask) -> float:
         text = (output or b"").decode(errors="replace")
     finally:
         container.remove(force=True)
-    passed = set(re.findall(r"^PASSED (\S+)", text, flags=re.M))
+    passed = set(re.findall(r"^PASSED (.+?)\s*$", text, flags=re.M))  # ids may hold spaces
     return float(all(t in passed for t in tests))
 
 
