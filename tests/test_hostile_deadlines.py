@@ -112,3 +112,14 @@ def test_math_workers_killed_while_idle_do_not_fail_the_next_check():
     assert _wait_for(lambda: all(not os.path.exists(f"/proc/{w.pid}") for w in pool._all), 30.0)
     scores = verifier.score_batch(["\\boxed{\\sin^2 y + \\cos^2 y}", "\\boxed{(y+1)^2}"], ["1", "y^2+2y+1"])
     assert [(s.value, s.reason) for s in scores] == [(1.0, None), (1.0, None)], scores
+
+
+def test_instruction_verifier_start_loads_the_language_profiles_up_front():
+    import subprocess
+
+    probe = ("import langdetect.detector_factory as f\n"
+             "from rlvr.verifiers.instructions import InstructionVerifier\n"
+             "assert f._factory is None\n"
+             "InstructionVerifier().start()\n"
+             "assert f._factory is not None and len(f._factory.get_lang_list()) > 50\n")
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=120)
