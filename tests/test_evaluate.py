@@ -112,7 +112,7 @@ def test_cli_bad_arguments_give_one_line(capsys, argv, message):
 
 
 def test_cli_with_the_real_model(capsys):
-    needs.module("rlvr.trainer.generation")
+    needs.module("rlvr.trainer.rollout.sampler")
     code = main(["eval", "--env", "rlvr/Arithmetic-v0", "--model", "smollm2", "--limit", "1", "-n", "2",
                  "--max-new-tokens", "8", "--env-arg", "digits=1", "--json", "--no-progress"])
     assert code == 0
@@ -126,7 +126,7 @@ def test_cli_with_the_real_model(capsys):
 def test_the_models_log_probs_reach_the_samples_without_the_env_tokens():
     """`--model` on a multi-turn env: each kept sample's `logprobs` are the sampler's, for the tokens it sampled,
     in order; the env's tokens between turns (weight 0) are left out."""
-    needs.module("rlvr.trainer.generation")
+    needs.module("rlvr.trainer.rollout.sampler")
     from rlvr.envs import make
     from rlvr.trainer.models import load_model
     from rlvr.trainer.rollout.chat import eos_ids
