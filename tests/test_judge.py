@@ -166,14 +166,20 @@ def test_slow_server_within_the_timeout_still_scores(llama_server, tmp_path):
 
 
 def test_timeout_is_error_after_retries(llama_server, tmp_path):
+    from rlvr.openai_client import ChatEndpoint, EndpointError
+
     relay = Relay(llama_server.port, delay=3.0)
     try:
         verifier = JudgeVerifier(relay.url, llama_server.model, timeout=0.5, retries=1, backoff=0.05, cache_dir=False)
         started = time.monotonic()
         score = verifier.score("Paris.", "Paris", question=QUESTION)
         assert score.value == 0.0 and score.reason == "error" and score.info["error"] == "timeout"
-        assert time.monotonic() - started < 10  # two attempts of 0.5 s, not the 3 s reply
-        assert len(relay.requests) == 2  # the timed-out request was sent again (retries=1), then given up
+        assert time.monotonic() - started < 10  # the judgement's deadline of 0.5 s, not the 3 s reply
+        assert len(relay.requests) == 1  # the judge's timeout is its whole deadline: no time left to retry (#52)
+        endpoint = ChatEndpoint(relay.url, llama_server.model, timeout=0.5, retries=1, backoff=0.05)
+        with pytest.raises(EndpointError) as failed:  # a client's timeout is per attempt: retried, then given up
+            endpoint.chat([{"role": "user", "content": "Say OK."}], max_tokens=1)
+        assert failed.value.kind == "timeout" and len(relay.requests) == 3
     finally:
         relay.close()
 
