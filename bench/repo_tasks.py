@@ -245,6 +245,7 @@ def main() -> int:
         result["build"] = building(args.build, args.build_limit)
         load.append(os.getloadavg())
     tools = tool_calls(tasks[0], args.tool_calls)
+    print(json.dumps({"tool_calls": tools}), file=sys.stderr, flush=True)  # kept if a later part is cut short
     result["tool_calls"] = tools
     result["tool_call_p50_ms"], result["tool_call_p99_ms"] = tools["p50_ms"], tools["p99_ms"]
     load.append(os.getloadavg())
