@@ -150,7 +150,9 @@ def test_attack_scores_zero(name, grader, image, task):
     script = script.format(init=_package_init(task), files=files, k=_names(task), deselect=deselect,
                            tests=list(task.fail_to_pass + task.pass_to_pass))
     slow = name in ("infinite_loop", "fork_bomb")
-    run = workspace_run(image, task, script, timeout=15 if slow else 90)
+    # the naive in-place run gets a generous deadline: on a loaded machine 90 s ended it before
+    # pytest did, and a naive grader that never finishes fools nobody
+    run = workspace_run(image, task, script, timeout=15 if slow else 400)
     naive = naive_verdicts(run, task)
     assert naive[fooled], (name, naive, run["output"][-1500:], run["agent"])
     started = time.monotonic()
