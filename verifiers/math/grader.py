@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from rlvr.verifiers.math import expressions, numeric, powers, renaming, structures
 from rlvr.verifiers.math.normalize import normalize, text_key
+from rlvr.verifiers.math.splitting import split_top
 from rlvr.verifiers.math.structures import Node, is_name, parse_structure
 
 _CHOICE = re.compile(r"^\(?([A-Ea-e])\)?[.:]?$")
@@ -128,7 +129,7 @@ def _decimal_comma_equal(answer: str, a: str, reference: str, r: str, simplified
     if da is None and dr is None:
         return False
     a2, r2 = da or a, dr or r
-    if len(structures.split_top(a2, (",", ";"))) > 1 or len(structures.split_top(r2, (",", ";"))) > 1:
+    if len(split_top(a2, (",", ";"))) > 1 or len(split_top(r2, (",", ";"))) > 1:
         return False
     try:
         return scalar_equal(a2, r2, False, simplified) is True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from rlvr.verifiers.math import structures
+from rlvr.verifiers.math.splitting import split_top_with
 
 MAX_ENTRY_CHARS = 2000
 MAX_POWER = 4
@@ -35,7 +35,7 @@ def evaluate(s: str) -> list[list[str]] | None:
         return None
     if any(len(row) != len(m[0]) for m in literals for row in m):
         return None
-    pieces, signs = structures.split_top_with(text.strip(), ("+", "-"))
+    pieces, signs = split_top_with(text.strip(), ("+", "-"))
     total = None
     for k, piece in enumerate(pieces):
         sign = "-" if k > 0 and signs[k - 1] == "-" else ""

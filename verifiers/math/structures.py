@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rlvr.verifiers.math import matrices
+from rlvr.verifiers.math.splitting import CLOSE, OPEN, closing, continues, split_top, split_top_with
+
 MAX_ITEMS = 64  # a longer list is compared as a single string
 MAX_NESTING = 100  # deeper brackets are refused before any parsing (recursion stays bounded)
 
-_OPEN = "([{"
-_CLOSE = ")]}"
 _RELATIONS = ("\\leq", "\\geq", "\\ne", "<", ">", "=")
 RELATIONS = _RELATIONS
 _MATRIX = re.compile(r"^\\begin\{([pbBvV]?matrix|smallmatrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}$", re.DOTALL)
@@ -38,82 +39,6 @@ class Node:
 
 def scalar(text: str) -> Node:
     return Node("scalar", text.strip())
-
-
-def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
-    """Split `s` at separators outside any brackets (`(`, `[`, `{`, `\\{` ... of either kind).
-
-    Interval brackets need not match in type (`[1, 2)`), so depth counts any opener
-    against any closer.
-    """
-    return split_top_with(s, seps)[0]
-
-
-def split_top_with(s: str, seps: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """`split_top`, also returning which separator stood at each cut (one linear pass)."""
-    parts, found, depth, start, i, n = [], [], 0, 0, 0, len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "\\":
-            if s.startswith("\\{", i) or s.startswith("\\langle", i):
-                depth += 1
-            elif s.startswith("\\}", i) or s.startswith("\\rangle", i):
-                depth -= 1
-            elif depth == 0:
-                sep = next((t for t in seps if s.startswith(t, i) and not _continues(s, i, t)), None)
-                if sep:
-                    parts.append(s[start:i])
-                    found.append(sep)
-                    i += len(sep)
-                    start = i
-                    continue
-            i += 2 if not s.startswith("\\langle", i) else 7
-            continue
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-        elif depth == 0:
-            sep = next((t for t in seps if s.startswith(t, i)), None)
-            if sep:
-                parts.append(s[start:i])
-                found.append(sep)
-                i += len(sep)
-                start = i
-                continue
-        i += 1
-    parts.append(s[start:])
-    return parts, found
-
-
-def _continues(s: str, i: int, token: str) -> bool:
-    """`\\cup` must not match the start of `\\cupcake`."""
-    end = i + len(token)
-    return token[-1].isalpha() and end < len(s) and s[end].isalpha()
-
-
-def _closing(s: str, at: int) -> int:
-    """Index of the bracket (any type) closing the one at `at`, or -1."""
-    depth, i, n = 0, at, len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "\\":
-            if s.startswith("\\{", i) or s.startswith("\\langle", i):
-                depth += 1
-            elif s.startswith("\\}", i) or s.startswith("\\rangle", i):
-                depth -= 1
-                if depth == 0:
-                    return i
-            i += 2 if not s.startswith("\\langle", i) else 7
-            continue
-        if ch in _OPEN:
-            depth += 1
-        elif ch in _CLOSE:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
 
 
 def parse_structure(s: str, *, split_words: bool = False) -> Node:
@@ -164,8 +89,6 @@ def _item(part: str) -> Node:
 
 def _single(s: str) -> Node:
     if "matrix}" in s and (s.count("\\begin{") > 1 or not _MATRIX.match(s)):
-        from rlvr.verifiers.math import matrices  # matrices uses this module's splitter
-
         entries = matrices.evaluate(s)
         if entries is not None:  # `A + B`, `2A` with written-out matrices: the resulting matrix
             return Node("matrix", items=tuple(Node("tuple", items=tuple(scalar(e) for e in row)) for row in entries))
@@ -175,18 +98,16 @@ def _single(s: str) -> Node:
         cells = tuple(Node("tuple", items=tuple(scalar(c) for c in r.split("&"))) for r in rows)
         return Node("matrix", items=cells)
     if s.startswith("\\{") and ("\\mid" in s or "|" in s or ":" in s):
-        from rlvr.verifiers.math import setbuilder  # setbuilder uses this module's relations
-
-        described = setbuilder.parse(s)
+        described = _set_builder(s)
         if described is not None:
             return described
-    braced = s.startswith("{") and s.endswith("}") and _closing(s, 0) == len(s) - 1 and "," in s
-    if braced or (s.startswith("\\{") and _closing(s, 0) == len(s) - 2 and s.endswith("\\}")):
+    braced = s.startswith("{") and s.endswith("}") and closing(s, 0) == len(s) - 1 and "," in s
+    if braced or (s.startswith("\\{") and closing(s, 0) == len(s) - 2 and s.endswith("\\}")):
         inner = s[1:-1] if braced else s[2:-2]
         parts = [p for p in split_top(inner, (",", ";")) if p.strip()] if inner.strip() else []
         return Node("set", items=tuple(parse_structure(p) for p in parts))
     opener = "\\langle" if s.startswith("\\langle") else s[:1]
-    if opener in ("(", "[", "\\langle") and _closing(s, 0) == len(s) - (7 if s.endswith("\\rangle") else 1):
+    if opener in ("(", "[", "\\langle") and closing(s, 0) == len(s) - (7 if s.endswith("\\rangle") else 1):
         inner = s[len(opener):-(7 if s.endswith("\\rangle") else 1)]
         parts = split_top(inner, (",", ";"))
         if len(parts) >= 2 and all(p.strip() for p in parts):
@@ -206,7 +127,7 @@ def _single(s: str) -> Node:
             return Node("set", text="pm", items=(scalar(minus), scalar(plus)), open="mp")
         return Node("set", text="pm", items=(scalar(plus), scalar(minus)))
     signs = s.count("\\pm") + s.count("\\mp")
-    if signs == 1 and not _continues(s, s.find("\\pm") if "\\pm" in s else s.find("\\mp"), "\\pm"):
+    if signs == 1 and not continues(s, s.find("\\pm") if "\\pm" in s else s.find("\\mp"), "\\pm"):
         # `\\frac{-1 \\pm \\sqrt{13}}{4}`: inside a group, the sign applies to the next term
         upper, lower = ("+", "-") if "\\pm" in s else ("-", "+")
         token = "\\pm" if "\\pm" in s else "\\mp"
@@ -324,10 +245,10 @@ def nesting_depth(s: str) -> int:
     """The deepest bracket nesting in `s` (one linear pass, any bracket type)."""
     depth = deepest = 0
     for ch in s:
-        if ch in _OPEN:
+        if ch in OPEN:
             depth += 1
             deepest = max(deepest, depth)
-        elif ch in _CLOSE:
+        elif ch in CLOSE:
             depth -= 1
     return deepest
 
@@ -346,3 +267,60 @@ def is_name(s: str) -> bool:
 def size(node: Node) -> int:
     """How many top-level values the answer states (1 for a scalar or equation)."""
     return len(node.items) if node.kind in ("list", "set") else 1
+
+
+# Set-builder notation as the intervals it describes: `\{x \mid -1 < x < 1\}` is `(-1, 1)`.
+#
+# The condition is read as a disjunction ("or", `\lor`) of conjunctions ("and", a comma) of
+# relations of the set's one variable: an inequality or a chain of two is an interval, `x = c` the
+# point set `\{c\}`, `x \ne c` the reals without c, and two one-sided bounds joined by "and" the
+# interval between them. The variable ranges over the reals (no domain, or `\mathbb{R}`); a set over
+# the integers (`\{n \in \mathbb{Z} \mid 1 \le n \le 3\}` is `\{1, 2, 3\}`) or any condition
+# outside these shapes is left as written, and compares equal to nothing but itself.
+_BUILDER = re.compile(r"^\\\{\s*(?P<var>[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+)\s*"
+                      r"(?:\\in\s*(?:\(-\\infty,\\infty\)|R))?\s*(?:\\mid|\||:|\\colon)(?P<cond>.+)\\\}$", re.DOTALL)
+_OR = (" or ", "\\lor", "\\vee")
+_AND = (",", ";", " and ", "\\land", "\\wedge")
+
+
+def _set_builder(s: str) -> Node | None:
+    """The interval, union or point set that normalised `s` describes, or None if it is not a
+    set-builder expression of the shapes above."""
+    m = _BUILDER.match(s.strip())
+    if not m:
+        return None
+    var = m.group("var").strip()
+    parts = []
+    for disjunct in split_top(m.group("cond"), _OR):
+        conjuncts = [c for c in split_top(disjunct, _AND) if c.strip()]
+        nodes = [_builder_condition(c, var) for c in conjuncts]
+        if not nodes or any(n is None for n in nodes):
+            return None
+        node = nodes[0] if len(nodes) == 1 else _builder_between(nodes)
+        if node is None:
+            return None
+        parts.extend(node.items if node.kind == "union" else (node,))
+    return parts[0] if len(parts) == 1 else Node("union", items=tuple(parts))
+
+
+def _builder_condition(text: str, var: str) -> Node | None:
+    pieces, ops = split_top_with(text, RELATIONS)
+    if not ops or var not in (p.strip() for p in pieces):
+        return None
+    if ops == ["="] and len(pieces) == 2 and pieces[0].strip() == var and pieces[1].strip():
+        return Node("set", items=(scalar(pieces[1]),))
+    node = relation(text.strip())
+    if node is None or node.kind not in ("tuple", "union"):
+        return None
+    return node
+
+
+def _builder_between(nodes: list[Node]) -> Node | None:
+    """`x > a` and `x \\le b`: the interval from a to b."""
+    if len(nodes) != 2 or any(n.kind != "tuple" or len(n.items) != 2 for n in nodes):
+        return None
+    lower = next((n for n in nodes if n.items[1].text == "\\infty"), None)
+    upper = next((n for n in nodes if n.items[0].text == "-\\infty"), None)
+    if lower is None or upper is None or lower is upper:
+        return None
+    return Node("tuple", items=(lower.items[0], upper.items[1]), open=lower.open, close=upper.close)
