@@ -14,11 +14,11 @@ At most `max_concurrency` requests are in flight per endpoint, however many thre
 them: a request waits for a free slot before it starts, so the wait does not count against
 its timeout, and backoff sleeps hold no slot.
 
-`timeout` bounds each attempt from connect to the reply's last byte, not each read: httpx's
-timeouts are per network operation, so a server that drip-feeds a byte at a time would never
-trip them. A watchdog shuts the attempt's socket down when its time is up. `deadline` (an
-absolute `time.monotonic()` value, given per call) bounds a whole call, retries, backoff
-and the wait for a slot included: what a verifier with a deadline on every check needs.
+`deadline` (an absolute `time.monotonic()` value, given per call) bounds a whole call, retries,
+backoff and the wait for a slot included: what a verifier with a deadline on every check needs.
+httpx's timeouts are per network operation, so a server that drip-feeds a byte at a time would
+never trip them; under a deadline a watchdog shuts the attempt's socket down when its time is up.
+Without one, `timeout` is httpx's (per read), so a long generation that keeps arriving is not cut.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class _Cutoff:
 class ChatEndpoint:
     """One model behind an OpenAI-compatible `/chat/completions` route.
 
-    `timeout` is per request (seconds, connect to last byte); `retries` extra attempts follow a failed one,
+    `timeout` is per request (seconds, per read unless a call gives a `deadline`); `retries` extra attempts follow a failed one,
     after `backoff * 2**attempt` seconds (capped at `max_backoff`, with jitter).
     `max_concurrency` bounds the requests in flight. The API key comes from `api_key` or
     the `RLVR_ENDPOINT_API_KEY` environment variable.
@@ -196,7 +196,7 @@ class ChatEndpoint:
                 break
             try:
                 limit = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
-                return self._once(body, limit)
+                return self._once(body, limit, cut=deadline is not None)
             except EndpointError as exc:
                 last = exc
                 if exc.kind == "http" and exc.status not in RETRY_STATUS:
@@ -205,23 +205,27 @@ class ChatEndpoint:
                 self._slots.release()
         raise last  # type: ignore[misc]
 
-    def _once(self, body: dict[str, Any], limit: float) -> dict[str, Any]:
+    def _once(self, body: dict[str, Any], limit: float, cut: bool) -> dict[str, Any]:
+        """One attempt. With `cut` (a call with a deadline) it ends by `limit` seconds, last byte included;
+        without, httpx's per-read `timeout` applies (a long generation that keeps arriving is not cut)."""
         import httpx
 
-        cutoff = _Cutoff(limit)
+        cutoff = _Cutoff(limit) if cut else None
+        extra = {"extensions": {"trace": cutoff.trace},
+                 "timeout": httpx.Timeout(max(limit, 1e-3), connect=max(1e-3, min(limit, 10.0)))} if cutoff else {}
         try:
-            response = self._http().post("/chat/completions", json=body, extensions={"trace": cutoff.trace},
-                                         timeout=httpx.Timeout(max(limit, 1e-3), connect=max(1e-3, min(limit, 10.0))))
+            response = self._http().post("/chat/completions", json=body, **extra)
         except httpx.TimeoutException as exc:
             raise EndpointError("timeout", f"no reply from {self.base_url} within {limit:g}s "
                                            f"({type(exc).__name__})") from None
         except httpx.TransportError as exc:
-            if cutoff.fired:
+            if cutoff is not None and cutoff.fired:
                 raise EndpointError("timeout", f"no whole reply from {self.base_url} within {limit:g}s "
                                                "(cut off while it was still arriving)") from None
             raise EndpointError("unreachable", f"{self.base_url}: {type(exc).__name__}: {exc}") from None
         finally:
-            cutoff.cancel()
+            if cutoff is not None:
+                cutoff.cancel()
         if response.status_code != 200:
             raise EndpointError("http", f"{self.base_url} answered {response.status_code}: {response.text[:200]}",
                                 response.status_code)
