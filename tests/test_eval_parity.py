@@ -131,12 +131,13 @@ def test_rlvr_eval_endpoint_plays_by_the_same_rules(held_out, played, llama_serv
     requests, replies = relay.requests[1:], relay.replies[1:]  # after the request that checks the server answers
     for request in requests:  # greedy, the turn limit, the loop's stop string
         assert (request["temperature"], request["max_tokens"], request["stop"]) == (0.0, MAX_NEW, [CLOSE])
-    # the same prompts: each task's first request (sent in task order, one at a time) holds the conversation
-    # the local paths render, tools described in the system message
-    for i, request in enumerate(requests[:PROMPTS]):
+    # the same prompts: for each task, a request holds the conversation the local paths render, tools
+    # described in the system message
+    sent = [[m["content"] for m in request["messages"]] for request in requests]
+    for i in range(PROMPTS):
         env = make(ENV, **KWARGS)
         observation, _ = env.reset(seed=EVAL_SEED + i)
-        assert [m["content"] for m in request["messages"]] == [m["content"] for m in tool_messages(observation, env)]
+        assert [m["content"] for m in tool_messages(observation, env)] in sent
         env.close()
     # a turn ends where a local turn would: the server stops at the end of a call and leaves the marker out,
     # the turn gets it back, and nothing after a call reaches env.step
