@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from rates import rate, wilson  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_module import load  # noqa: E402
+
+_rates = load("rates")
+rate, wilson = _rates.rate, _rates.wilson
 
 
 def test_wilson_matches_known_values():

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from hostile import HostileServer  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_module import load  # noqa: E402
 
 from rlvr.verifiers.core import ERROR  # noqa: E402
+
+HostileServer = load("hostile").HostileServer
 
 pytest.importorskip("httpx")
 
