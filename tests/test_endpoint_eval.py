@@ -138,8 +138,10 @@ def test_tool_env_tells_the_served_model_its_tools(llama_server, tmp_path, capsy
     looped = [row for row in rows if row["tool_calls"] >= 1 and row["turns"] >= 2]
     assert any(row["correct"] for row in looped), [row["replies"] for row in rows]  # the product came from python
     # Each request after a call of the model's own: the call with an id, then the tool's reply under that id.
+    # A call in an episode's last turn (it ran out of turns) is answered by the env but asks the server nothing more.
     after = [r["messages"] for r in requests if r["messages"][-1]["role"] == "tool"]
-    assert len(after) == sum(s["tool_calls"] for s in looped)
+    last_turn_calls = sum(s["ended_by"] == "max_turns" and "<tool_call>" in s["replies"][-1] for s in looped)
+    assert len(after) == sum(s["tool_calls"] for s in looped) - last_turn_calls, rows
     ran = 0
     for messages in after:
         call, reply = messages[-2], messages[-1]
