@@ -98,8 +98,11 @@ class RepoGrader(Verifier):
         reason = None if value >= self.best else GRADE_REASONS.get(graded.reason, graded.reason or TESTS_FAILED)
         if graded.reason == "error":
             value, reason = 0.0, ERROR
+        # the grader's wall-clock figures stay out: a step's info is the same for the same seed and
+        # actions (gymnasium's check_env), and latency is bench/repo_tasks.py's to measure
+        grader = {k: v for k, v in (graded.info or {}).items() if k not in ("seconds", "worker_seconds")}
         info = {"grade": graded.reason, "tests": dict(graded.tests), "dropped": list(graded.dropped),
-                "diff_lines": diff.count("\n"), **({"grader": graded.info} if graded.info else {})}
+                "diff_lines": diff.count("\n"), **({"grader": grader} if grader else {})}
         return Score(value, reason, info=info)
 
 
