@@ -35,12 +35,15 @@ agent = sh(req["script"])
 sh("git add -A")
 diff = sh("git diff --cached").stdout
 env = dict(os.environ, PYTHONPATH="/repo")
-try:
-    run = subprocess.run(["python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "--junitxml=/tmp/junit.xml"]
-                         + req["files"], cwd="/repo", capture_output=True, text=True, timeout=req["timeout"], env=env)
-    out, code = run.stdout + run.stderr, run.returncode
-except subprocess.TimeoutExpired as exc:
-    out, code = (exc.stdout or b"").decode(errors="replace"), None
+# pytest writes to a file, not a pipe: a fork bomb's processes would hold a pipe open past the timeout
+with open("/tmp/pytest.out", "w") as log:
+    try:
+        code = subprocess.run(["python3", "-m", "pytest", "-rA", "-p", "no:cacheprovider", "--junitxml=/tmp/junit.xml"]
+                              + req["files"], cwd="/repo", stdout=log, stderr=subprocess.STDOUT,
+                              timeout=req["timeout"], env=env).returncode
+    except subprocess.TimeoutExpired:
+        code = None
+out = open("/tmp/pytest.out", errors="replace").read()
 junit = open("/tmp/junit.xml").read() if os.path.exists("/tmp/junit.xml") else ""
 print(json.dumps({"diff": diff, "exit": code, "output": out[-200000:], "junit": junit,
                   "agent": (agent.stdout + agent.stderr)[-4000:]}))
