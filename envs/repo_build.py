@@ -21,11 +21,9 @@ import json
 import random
 import re
 import sys
-import tarfile
 import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,17 +60,6 @@ def source_layout(repo: Path) -> tuple[list[str], dict[str, str]]:
                 except UnicodeDecodeError:
                     continue
     return paths, files
-
-
-def unpack(sdist: Path, dest: Path) -> Path:
-    if sdist.name.endswith(".zip"):
-        with zipfile.ZipFile(sdist) as archive:
-            archive.extractall(dest)
-    else:
-        with tarfile.open(sdist) as archive:
-            archive.extractall(dest, filter="data")
-    tops = [p for p in dest.iterdir() if p.is_dir()]
-    return tops[0] if len(tops) == 1 else dest
 
 
 def _scrub(text: str, banned: list[str]) -> str:
@@ -165,7 +152,7 @@ def build(spec: str, limit: int = 120, keep: int | None = None, workers: int = 2
     """Make tasks from NAME==VERSION; returns {"tasks": [...], "stats": {...}}. `on_task` sees
     each task as it is kept (the CLI appends it to the output file, so a long build that is
     stopped keeps what it made)."""
-    from rlvr.sandbox.repo_image import build_task_image, fetch_sdist
+    from rlvr.sandbox.repo_image import build_task_image, fetch_sdist, unpack_sdist
 
     match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9][A-Za-z0-9.+!_-]*)\s*", spec)
     if not match:
@@ -176,7 +163,7 @@ def build(spec: str, limit: int = 120, keep: int | None = None, workers: int = 2
     sdist = fetch_sdist(package, version, log)
     tag, sha = build_task_image(package, version, sdist, log=log)
     with tempfile.TemporaryDirectory(prefix="rlvr-repo-build-") as tmp:
-        repo = unpack(sdist, Path(tmp))
+        repo = unpack_sdist(sdist, Path(tmp))  # as the image unpacks it, so source paths match
         source_paths, files = source_layout(repo)
     if not files:
         raise ValueError(f"{package}=={version}: no package source files found")
