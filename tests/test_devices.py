@@ -4,7 +4,10 @@ vLLM engine's refusal under torchrun, `rlvr eval --model`'s device."""
 
 from __future__ import annotations
 
+import json
 import pickle
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -157,25 +160,33 @@ def test_rlvr_eval_puts_its_model_where_the_decision_says(monkeypatch):
     assert {p.device.type for p in generator.model.parameters()} == {"meta"}
 
 
-def test_on_a_real_ray_a_zero_gpu_worker_sees_no_gpu(monkeypatch):
+RAY_ACTOR_CHECK = """
+import json, os, secrets
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # as WorkerPool does: no ~/.ray/auth_token
+import ray
+from rlvr.trainer import devices
+
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+
+@ray.remote(**devices.worker_resources(1, 0))
+def seen():
+    import torch
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.is_available(), ray.get_gpu_ids()
+
+env = {"env_vars": devices.worker_env(devices.worker_gpus(None, "cpu"), None)}
+print(json.dumps(ray.get(seen.options(runtime_env=env).remote())))
+ray.shutdown()
+"""
+
+
+def test_on_a_real_ray_a_zero_gpu_worker_sees_no_gpu():
     """The fact `worker_env` rests on: the pinned Ray passes the blank CUDA_VISIBLE_DEVICES to an actor that asks
-    for no GPU (it would otherwise leave it the trainer's GPUs), and the actor asks Ray for exactly that."""
-    import secrets
+    for no GPU (it would otherwise leave it the trainer's GPUs), and the actor asks Ray for exactly that.
 
-    ray = pytest.importorskip("ray")
-
-    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))  # as WorkerPool does: no ~/.ray/auth_token
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        @ray.remote(**devices.worker_resources(1, 0))
-        def seen():
-            import os
-
-            import torch
-
-            return os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.is_available(), ray.get_gpu_ids()
-
-        env = {"env_vars": devices.worker_env(devices.worker_gpus(None, "cpu"), None)}
-        assert ray.get(seen.options(runtime_env=env).remote()) == ("", False, [])
-    finally:
-        ray.shutdown()
+    In its own process: ray.init turns token auth on in os.environ and caches the token for the process's life,
+    so a Ray started here would leave every later `ray start` in the test run with auth on and no token."""
+    pytest.importorskip("ray")
+    done = subprocess.run([sys.executable, "-c", RAY_ACTOR_CHECK], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["", False, []]

@@ -60,6 +60,20 @@ def test_an_exception_outside_any_assert_fails_the_job(pool):
     assert (right.status, right.passed, right.total) == ("passed", 1, 1)
 
 
+def test_top_level_asserts_with_an_entry_point_are_the_tests_and_no_check_is_asked_for(pool):
+    """Tests written as plain asserts (no check(candidate)) beside an entry point, as rlvr/MBPP-v0 sends them: the
+    asserts are the tests; the missing check() is no failure (a right answer once scored 2/3 for it)."""
+    asserts = "assert double(2) == 4\nassert double(0) == 0\n"
+    right, wrong, empty = pool.run_batch([
+        Job(code=RIGHT, tests=asserts, entry_point="double"),
+        Job(code=DOUBLE, tests=asserts, entry_point="double"),
+        Job(code=RIGHT, tests="x = 1\n", entry_point="double"),
+    ])
+    assert (right.status, right.passed, right.total) == ("passed", 2, 2), right.tests
+    assert wrong.status == "failed" and [t["name"] for t in wrong.tests] == ["double(2) == 4", "double(0) == 0"]
+    assert empty.status == "failed" and "neither check(candidate) nor an assert" in empty.tests[0]["error"], empty
+
+
 @pytest.mark.parametrize("mode", ["all", "fraction"])
 def test_an_exception_outside_any_assert_scores_below_one_in_either_mode(pool, mode):
     verifier = CodeVerifier(mode=mode, timeout=5.0)
