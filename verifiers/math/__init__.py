@@ -49,6 +49,9 @@ grade = grader.grade
 
 _SHORT_TEXT = 200  # a bare text answer longer than this is a paragraph, not an answer
 _QUESTION_FIELDS = ("question", "problem", "prompt_text", "prompt")
+# Completions longer than this (characters) are checked whole in a worker, under the deadline; shorter ones
+# are planned here, where a cheap verdict needs no round trip (extraction costs about 0.3 us a character)
+LONG_COMPLETION = 65_536
 _CACHE_SIZE = 16384
 _cache: OrderedDict[tuple, tuple[str, object]] = OrderedDict()  # symbolic task -> worker verdict
 _cache_lock = threading.Lock()
@@ -105,10 +108,16 @@ class MathVerifier(Verifier):
         unusable = self._check_references([r for r in refs if isinstance(r, str)])
         results: list[Score | None] = []
         waiting: dict[tuple, list[tuple[int, dict]]] = {}
+        whole: list[tuple[int, tuple]] = []  # long completions, checked whole in a worker
         for i, (completion, ref, fields) in enumerate(zip(completions, refs, task_fields)):
             if isinstance(ref, str) and ref in unusable:
                 ref = Score(0.0, BAD_REFERENCE, info={"answer": None, "why": unusable[ref]})
-            planned = ref if isinstance(ref, Score) else self._plan(completion, ref, fields)
+            text = None if isinstance(ref, Score) else completion_text(completion)
+            if text is not None and len(text) > LONG_COMPLETION:
+                results.append(None)
+                whole.append((i, ("plan", text, ref, _plan_fields(fields), self._options())))
+                continue
+            planned = ref if isinstance(ref, Score) else self._plan(text, ref, fields)
             if isinstance(planned, Score):
                 results.append(planned)
             else:
@@ -120,6 +129,9 @@ class MathVerifier(Verifier):
             for task, verdict in zip(waiting, verdicts):
                 for i, info in waiting[task]:
                     results[i] = _from_verdict(verdict, info)
+        if whole:
+            for (i, _), score in zip(whole, self._run_whole([task for _, task in whole])):
+                results[i] = score
         return results  # type: ignore[return-value]
 
     # --- planning: everything that needs no sympy ---------------------------------------
@@ -160,8 +172,35 @@ class MathVerifier(Verifier):
         limit, count = _slow_refs.get(ref, (0.0, 0))
         return limit >= self.timeout and count >= _REFERENCE_TRIES
 
-    def _plan(self, completion: Any, ref: str, fields: Mapping[str, Any]):
-        text = completion_text(completion)
+    def _options(self) -> dict[str, bool]:
+        """What a worker needs to plan as this verifier does."""
+        return {"strict": self.strict, "prefilled_think": self.prefilled_think,
+                "rounded_references": self.rounded_references}
+
+    def _run_whole(self, tasks: list[tuple]) -> list[Score]:
+        """Long completions checked whole (extraction included) in the workers, under the time limit:
+        extracting from a megabyte takes a fraction of a second alone and many seconds on a loaded machine,
+        which here, in the caller, no deadline would bound. Not cached: the keys would be megabytes."""
+        try:
+            outcomes = get_pool(self.workers).run(tasks, self.timeout)
+        except CanaryError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            outcomes = [("error", f"worker pool: {exc}", 0.0)] * len(tasks)
+        scores = []
+        for status, value, _ in outcomes:
+            if status == "ok" and value[0] == "ok":  # the worker's answer: a Score, or a verdict and its info
+                planned = value[1]
+                scores.append(planned if isinstance(planned, Score) else _from_verdict(*planned))
+            elif status == "ok":
+                scores.append(_from_verdict(value, {"answer": None}))
+            else:
+                why = "ran past the time limit" if status == "timeout" else str(value)
+                scores.append(Score(0.0, TIMEOUT if status == "timeout" else ERROR,
+                                    info={"answer": None, "stage": "whole", "why": why}))
+        return scores
+
+    def _plan(self, text: str, ref: str, fields: Mapping[str, Any]):
         if not self.strict and _same_text(text, ref, self.prefilled_think):
             return Score(1.0, info={"answer": text.strip(), "source": "whole"})
         numeric_ref = grader.numeric_value(ref) is not None
@@ -292,6 +331,14 @@ def _balanced(s: str) -> bool:
             return False
         i += 1
     return depth == 0
+
+
+def _plan_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The task fields planning reads, and only those (a worker gets them pickled)."""
+    kept = {k: fields[k] for k in _QUESTION_FIELDS if isinstance(fields.get(k), str)}
+    if "simplified" in fields:
+        kept["simplified"] = bool(fields["simplified"])
+    return kept
 
 
 def _echoes_question(answer: str, reference: str, fields: Mapping[str, Any]) -> str | None:

@@ -25,7 +25,8 @@ _WARM_UP = (("\\sqrt{8}", "2\\sqrt{2}"), ("\\log_2 8", "3"), ("y=2x+1", "2x-y+1=
 
 def handle(task: tuple) -> tuple[str, object]:
     """`("grade", answer, reference, split_words, simplified)` -> ("ok", bool) or (reason, detail);
-    `("sympy", a, b)` compares through sympy only (the canary).
+    `("sympy", a, b)` compares through sympy only (the canary); `("plan", text, reference, fields, options)`
+    checks a long completion whole (-> ("ok", Score) or ("ok", (verdict, info))).
 
     Reasons: "guard" (refused as too costly), "bad_reference" (the reference does not
     parse), "parse_error" (the answer does not parse).
@@ -37,6 +38,8 @@ def handle(task: tuple) -> tuple[str, object]:
             return "error", f"{type(exc).__name__}: {exc}"
     if task[0] == "reference":  # does this reference parse at all?
         return "ok", not _side_fails(task[1])
+    if task[0] == "plan":  # a long completion, checked whole here (extraction too), under the caller's deadline
+        return "ok", _plan_whole(*task[1:])
     kind, answer, reference, split_words, simplified, *rounded = task  # rounded: (rounded_references,) or ()
     if kind != "grade":
         return "error", f"unknown task {kind!r}"
@@ -52,6 +55,20 @@ def handle(task: tuple) -> tuple[str, object]:
         if _side_fails(reference):
             return "bad_reference", f"reference does not parse: {type(exc).__name__}"
         return "parse_error", f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _plan_whole(text: str, reference: str, fields: dict, options: dict):
+    """A Score, or the symbolic verdict with the info planning gathered: `MathVerifier._plan`, then the grade."""
+    from rlvr.verifiers.math import MathVerifier
+
+    try:
+        planned = MathVerifier(**options)._plan(text, reference, fields)
+    except RecursionError:
+        return ("guard", "recursion too deep"), {"answer": None}
+    if isinstance(planned, tuple):
+        task, info = planned
+        return handle(task), info
+    return planned
 
 
 def _side_fails(text: str) -> bool:
