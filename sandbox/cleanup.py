@@ -18,14 +18,26 @@ def kill_job_processes(cfg, pid):
     """SIGKILL everything the job started; returns how many live processes were killed.
 
     Isolated, this needs no fork (a fork bomb may have used up the pids limit): with
-    CAP_KILL we kill every process of the job user, again and again until none is left,
-    so children forked during a sweep die in the next one. Either way it returns only once
-    the victims are dead (or after `KILL_SECONDS`), so none is counted again by a later sweep.
+    CAP_KILL we first SIGSTOP every process of the job user, sweep after sweep until a sweep
+    finds none it has not stopped (a stopped process cannot fork, and keeps its pid, so a fork
+    bomb cannot refill the slots), then SIGKILL them all. Killing outright instead lets the
+    bomb's survivors fork into each freed slot, which on a loaded machine took seconds.
+    Either way it returns only once the victims are dead (or after `KILL_SECONDS`), so none is
+    counted again by a later sweep.
     """
     if cfg.uid is None:
         return kill_local_tree(pid, cfg.server_pid, {cfg.zygote.pid})
-    killed = set()
+    stopped: set[int] = set()
     deadline = time.monotonic() + KILL_SECONDS
+    while time.monotonic() < deadline:
+        fresh = [victim for victim in user_processes(cfg.uid) if victim not in stopped]
+        if not fresh:
+            break
+        for victim in fresh:
+            with contextlib.suppress(OSError):
+                os.kill(victim, signal.SIGSTOP)
+            stopped.add(victim)
+    killed = set()
     while time.monotonic() < deadline:
         victims = user_processes(cfg.uid)
         if not victims:

@@ -89,7 +89,8 @@ else:  # run as a script: in the image, or by the local backend
 
 
 def run_job(job, isolated):
-    """Run one job in a forked tester process, then clean up and say whether we are tainted."""
+    """Run one job in a forked tester process; returns its result (saying whether we are tainted) and the
+    cleanup still to run after the reply, if any."""
     started = time.monotonic()
     cfg = tester.Config(job, isolated)
     local_scratch = None
@@ -121,18 +122,27 @@ def run_job(job, isolated):
     result = _collect(read_fd, tester_pid, cfg, started + budget)
     tainted = (result.get("status") in ("timeout", "memory", "crash", "error")
                or result.get("output_exceeded") or result.get("leftover_processes"))
+    if isolated and tainted:
+        # The host retires a tainted container whatever the cleanup finds, and removing it kills all it holds:
+        # the verdict goes back first, the cleanup runs after it (a fork bomb's took seconds on a loaded machine)
+        result.update(tainted=True, duration=round(time.monotonic() - started, 4))
+        return result, lambda: _clean_isolated(cfg)
     if isolated:
-        cleanup.kill_job_processes(cfg, None)
-        if cleanup.scratch_dirty(cfg.uid) or cleanup.sysv_ipc_objects():  # most jobs write nothing: no fork then
-            cleanup.as_job_user(cfg.uid, wipe=True)
-        tainted = (tainted or bool(cleanup.user_processes(cfg.uid)) or cleanup.sysv_ipc_objects() > 0
-                   or cleanup.scratch_dirty(cfg.uid))
-    else:
+        tainted = _clean_isolated(cfg)
+    else:  # a local worker's leftovers outlive its server: they die before the verdict goes back
         cleanup.kill_local_tree(None, os.getpid(), {cfg.zygote.pid})
         shutil.rmtree(local_scratch, ignore_errors=True)
     result["tainted"] = bool(tainted)
     result["duration"] = round(time.monotonic() - started, 4)
-    return result
+    return result, None
+
+
+def _clean_isolated(cfg):
+    """Kill the job user's processes and wipe scratch; returns whether anything is left behind."""
+    cleanup.kill_job_processes(cfg, None)
+    if cleanup.scratch_dirty(cfg.uid) or cleanup.sysv_ipc_objects():  # most jobs write nothing: no fork then
+        cleanup.as_job_user(cfg.uid, wipe=True)
+    return bool(cleanup.user_processes(cfg.uid)) or cleanup.sysv_ipc_objects() > 0 or cleanup.scratch_dirty(cfg.uid)
 
 
 def _collect(read_fd, tester_pid, cfg, limit):
@@ -175,16 +185,18 @@ def serve(isolated):
     for line in stdin:
         if not line.strip():
             continue
-        job = None
+        job, later = None, None
         try:
             job = json.loads(line)
-            result = run_job(dict(job, _zygote=spawner, _server_pid=os.getpid()), isolated)
+            result, later = run_job(dict(job, _zygote=spawner, _server_pid=os.getpid()), isolated)
         except Exception as exc:
             result = {"status": "error", "error": values.describe(exc), "tainted": True}
         if isinstance(job, dict) and "id" in job:
             result["id"] = job["id"]
         stdout.write(json.dumps(result).encode() + b"\n")
         stdout.flush()
+        if later is not None:
+            later()
 
 
 def _become_subreaper():
