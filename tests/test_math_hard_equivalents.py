@@ -94,6 +94,12 @@ ACCEPT = {
         ("2\\pi", "6.283"),
         ("\\log_2 3", "1.585"),
     ],
+    "exact_zero": [  # computed in floating point these are noise near 0, not 0
+        ("\\sin(\\pi)", "0"),
+        ("\\cos(\\frac{\\pi}{2})", "0"),
+        ("0", "\\sin(2\\pi)"),
+        ("\\sin(10^{100}\\pi)", "0"),
+    ],
 }
 
 REJECT = {
@@ -169,6 +175,13 @@ REJECT = {
         ("\\frac{84}{13}", "6.460"),  # the reference's own number of decimals: 6.462
         ("\\sqrt{2}", "1.42"),
         ("\\frac{1}{3}", "0.3334"),
+    ],
+    "exact_zero": [
+        ("\\sin(\\pi)", "10^{-70}"),
+        ("\\sin(\\pi)+10^{-50}", "0"),
+        ("\\sin(10^{100})", "0"),
+        ("\\sin(10^{100}\\pi)", "1"),
+        ("\\cos(\\pi)", "0"),
     ],
 }
 

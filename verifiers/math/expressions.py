@@ -21,6 +21,7 @@ import mpmath
 
 DIGITS = 60
 REL_TOL = 1e-45  # relative agreement needed between two irrational values
+NEAR_ZERO = 1e-40  # an inexact value smaller than this may be an exact 0 computed at 60 digits: sympy decides
 MAX_DEPTH = 60
 MAX_POWER_BITS = 4000
 MAX_FACTORIAL = 300
@@ -156,6 +157,8 @@ def _same(x, y) -> bool:
         return True
     if not (_c().isfinite(x) and _c().isfinite(y)):
         raise GiveUp("non-finite value")
+    if min(abs(x), abs(y)) < NEAR_ZERO:  # `\sin(\pi)` is 1e-61 here, not 0: cancellation noise, not a value
+        raise GiveUp("a value too near 0 to tell from rounding at 60 digits")
     return abs(x - y) <= REL_TOL * scale
 
 

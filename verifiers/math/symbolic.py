@@ -25,6 +25,7 @@ MAX_POW_BITS = 20_000  # |exponent| * log2|base| allowed for an integer power
 MAX_FACTORIAL = 10_000
 PRECISION = 60  # digits for comparing constants
 REL_TOL_CONST = sympy.Float("1e-100", 120)  # evalf noise on a true zero
+NEAR_ZERO = sympy.Float(f"1e-{PRECISION}", 120)  # both sides this small: simplify decides, not digits
 REL_TOL_POINTS = 1e-9
 
 _L2S_NORM = NormalizationConfig(basic_latex=True, units=True, malformed_operators=True, nits=True,
@@ -190,6 +191,8 @@ def _constants_equal(a: sympy.Expr, b: sympy.Expr) -> bool:
         return False
     try:
         scale = max(abs(va), abs(vb))
+        if scale < NEAR_ZERO:  # `\sin(\pi)` evaluates to 0.e-136, no digit known: a value, or a zero?
+            return sympy.simplify(a - b) == 0
         return bool(abs(diff) <= REL_TOL_CONST * scale)
     except TypeError:  # a value sympy cannot order (an unevaluated part): decide symbolically
         return sympy.simplify(a - b) == 0
