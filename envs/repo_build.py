@@ -289,9 +289,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--p2p", type=int, default=25, help="PASS_TO_PASS tests sampled per task (default 25)")
     b.add_argument("--timeout", type=float, default=60.0, help="deadline of one suite run in seconds")
     b.add_argument("--seed", type=int, default=0)
+    from rlvr.envs import repo_check
+
+    repo_check.add_arguments(sub.add_parser(
+        "check", help="grade every task's gold patch (must score 1) and an empty submission (must score 0)"))
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.repo_command == "check":
+        from rlvr.envs import repo_check
+
+        return repo_check.run(args)
     if args.limit < 1 or args.workers < 1 or args.max_fail < 1:
         raise ValueError("--limit, --workers and --max-fail must be at least 1")
     match = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(\S+)\s*", args.spec)

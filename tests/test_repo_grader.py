@@ -141,3 +141,16 @@ def test_task_records_round_trip_and_hash_is_checked(task, tmp_path):
     record = path.read_text().replace(task.fail_to_pass[0], task.fail_to_pass[0] + "x")
     with pytest.raises(ValueError, match="content_hash"):
         parse_tasks(record)
+
+
+def test_repo_check_passes_a_sound_task_and_says_what_is_wrong_with_an_unsound_one(grader, image, task):
+    """`rlvr repo check`'s verdict per task: gold must score 1, empty 0 with exactly FAIL_TO_PASS failing."""
+    from dataclasses import replace
+
+    from rlvr.envs.repo_check import check_task
+
+    assert check_task(task, grader.grade, image, 120.0) is None
+    assert check_task(replace(task, gold_patch=""), grader.grade, image, 120.0).startswith("gold scored 0.0")
+    passing = task.pass_to_pass[0]  # listed as failing, though the bug leaves it passing
+    claimed = replace(task, fail_to_pass=(*task.fail_to_pass, passing), pass_to_pass=task.pass_to_pass[1:])
+    assert check_task(claimed, grader.grade, image, 120.0).startswith("empty scored")
