@@ -28,6 +28,9 @@ median of the N paired ratios (on a shared machine, drift then hits both sides a
 
     python bench/trainer_step.py                 # every configuration, full fine-tuning and LoRA rows
     python bench/trainer_step.py --only smollm2 --variants lora --repeats 3   # the LoRA rows
+    python bench/trainer_step.py --only smollm2-G4 --variants lora --repeats 2 --background 2   # contended
+`--background N` starts N busy processes beside each run (started with it, stopped after it): both sides
+meet the same fixed load, which a machine's other jobs never guarantee.
 Ends with `RESULT {"configs": [...]}`.
 """
 
@@ -150,9 +153,19 @@ def run_trl_peft_worker(rank: int, peer_args: list[str]) -> int:
     return 0
 
 
-def _run(cmd: list[str]) -> dict:
+BUSY = "while True: pass"  # one core's worth of CPU demand, no memory traffic: the contended row's load
+
+
+def _run(cmd: list[str], background: int = 0) -> dict:
+    """One trainer run in its own process, beside `background` busy processes started for it alone."""
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(background)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT_JSON ")]
     if proc.returncode or not lines:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -202,6 +215,9 @@ def main(argv=None) -> int:
                    help="1: rlvr skips the groups whose rewards are all equal (its default; TRL trains them), "
                         "0 (default here): it trains every group, as TRL does")
     p.add_argument("--rank", type=int, default=16, help="LoRA rank of the lora variant (both trainers)")
+    p.add_argument("--background", type=int, default=0,
+                   help="busy processes started beside every run of the row (a fixed contended load, the same for "
+                        "both sides): 0 measures the quiet row")
     p.add_argument("--variants", default="fp32,bf16-sampling,lora",
                    help="rlvr settings to measure: fp32 (TRL's precision throughout), bf16-sampling "
                         "(sampling in bf16, training in fp32, with the importance-weight correction) and/or lora "
@@ -239,9 +255,9 @@ def main(argv=None) -> int:
                 order = ("trl", "ours") if i % 2 == 0 else ("ours", "trl")
                 for who in order:
                     if who == "ours":
-                        ours_runs.append(_run(ours_cmd))
+                        ours_runs.append(_run(ours_cmd, args.background))
                     elif len(trl_runs) <= i:  # the full fine-tuning peer is shared by the fp32 and bf16 rows
-                        trl_runs.append(_run(trl_cmd))
+                        trl_runs.append(_run(trl_cmd, args.background))
                 load.append(round(os.getloadavg()[0], 2))
             ours, trl = _side(ours_runs, {**expect, "model": c["model"]}), _side(trl_runs[:args.repeats], expect)
             ratios = [o["median_step_s_excl_first"] / t["median_step_s_excl_first"] for o, t in zip(ours_runs, trl_runs)]
@@ -267,6 +283,7 @@ def main(argv=None) -> int:
                 "rlvr_skip_zero_variance": bool(args.skip_zero_variance),
                 "rlvr_skipped_group_frac": round(statistics.fmean(f for r in ours_runs for f in r["zero_var_frac"]), 3),
                 "load_avg": load,
+                "background_processes": args.background,
             }
             if variant == "fp32":
                 full = ours
