@@ -4,7 +4,8 @@ A task is sound when its gold patch scores 1 (every FAIL_TO_PASS and PASS_TO_PAS
 empty submission scores 0 with exactly the FAIL_TO_PASS tests failing, through the same grader an episode
 uses (fresh container, filtered diff, per-test verdicts from the grader's own plugin). The builder keeps a
 mutant on the evidence of its own suite runs; this check is the grader's word on the finished task, so a
-catalogue is never shipped on the builder's word alone.
+catalogue is never shipped on the builder's word alone. gymnasium's `check_env` runs on rlvr/RepoFix-v0 over
+each package's tasks as well.
 """
 
 from __future__ import annotations
@@ -41,8 +42,27 @@ def check_task(task: RepoTask, grade: Callable[..., object], image: str, timeout
     return None
 
 
-def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=print) -> dict:
-    """Check every task; returns counts per package and the unsound tasks with the reason."""
+def _env_check(package: str, tasks: list[RepoTask]) -> str | None:
+    """gymnasium's `check_env` on rlvr/RepoFix-v0 over one package's tasks; why it failed, or None."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    import rlvr.envs  # noqa: F401  (registers rlvr/RepoFix-v0)
+
+    env = gym.make("rlvr/RepoFix-v0", tasks=tasks)
+    try:
+        check_env(env.unwrapped)
+    except Exception as exc:  # noqa: BLE001 - reported as the package's failure
+        return f"check_env: {type(exc).__name__}: {exc}"
+    finally:
+        env.close()
+    return None
+
+
+def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=print,
+          check_api: bool = True) -> dict:
+    """Check every task (and, with `check_api`, the env over each package's tasks with gymnasium's
+    `check_env`); returns counts per package and the unsound tasks with the reason."""
     from rlvr.envs.repo_env import task_image
     from rlvr.sandbox.repo_grader import RepoGrader
 
@@ -63,6 +83,11 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
             return task, f"check raised {type(exc).__name__}: {exc}"
 
     sound, bad = Counter(), []
+    for package in sorted({t.package for t in tasks} if check_api else ()):
+        why = _env_check(package, [t for t in tasks if t.package == package])
+        if why:
+            bad.append({"instance_id": None, "package": package, "why": why})
+            log(f"UNSOUND env of {package}: {why}")
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for task, why in pool.map(one, tasks):
@@ -83,6 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--packages", default=None, help="comma-separated packages of the catalogue")
     parser.add_argument("--workers", type=int, default=2, help="grades at once (default 2)")
     parser.add_argument("--timeout", type=float, default=120.0, help="the grader's deadline per grade")
+    parser.add_argument("--no-check-env", action="store_true",
+                        help="skip gymnasium's check_env on rlvr/RepoFix-v0 over each package's tasks")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         tasks = load_catalogue(args.packages.split(",") if args.packages else None)
     if not tasks:
         raise ValueError("no tasks to check")
-    result = check(tasks, workers=args.workers, timeout=args.timeout,
+    result = check(tasks, workers=args.workers, timeout=args.timeout, check_api=not args.no_check_env,
                    log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(result))
     return 0 if not result["unsound"] else 1

@@ -41,7 +41,9 @@ def test_check_env(env_id, tmp_path):
         pytest.skip("needs an OpenEnv server: tests/test_integrations_openenv.py checks it against rlvr serve-env")
     if env_id in DATASET_ENVS and not DATA.is_dir():
         needs.skip("shared datasets not present")
-    kwargs = {}
+    # RepoFix over one package's tasks: the image the repo tests build anyway, whatever the catalogue grows to
+    # (`rlvr repo check` runs check_env over every package's tasks)
+    kwargs = {"packages": ["inflection"]} if env_id == "rlvr/RepoFix-v0" else {}
     if env_id in FIXTURES:
         records, writer = FIXTURES[env_id]
         kwargs["path"] = writer(tmp_path / ("data.parquet" if writer is write_parquet else "data.jsonl"), records)

@@ -154,3 +154,11 @@ def test_repo_check_passes_a_sound_task_and_says_what_is_wrong_with_an_unsound_o
     passing = task.pass_to_pass[0]  # listed as failing, though the bug leaves it passing
     claimed = replace(task, fail_to_pass=(*task.fail_to_pass, passing), pass_to_pass=task.pass_to_pass[1:])
     assert check_task(claimed, grader.grade, image, 120.0).startswith("empty scored")
+
+
+def test_repo_check_counts_sound_tasks_per_package_with_check_env(task):
+    from rlvr.envs.repo_check import check
+
+    result = check([task], workers=1)
+    assert (result["tasks"], result["sound"], result["unsound"], result["bad"]) == (1, 1, 0, [])
+    assert result["packages"] == {task.package: 1}
