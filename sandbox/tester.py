@@ -268,7 +268,7 @@ class Runner:
         if self.exit_status is not None:
             return
         self.killed_by_us = True
-        cleanup.kill_job_processes(self.cfg, self.proc.pid)
+        cleanup.kill_job_processes(self.cfg, self.proc.pid, wait=False)  # the harness waits for them
         self.proc.wait()
         self.exit_status = self.proc.returncode
         self._drain()
