@@ -95,3 +95,15 @@ def test_cli_rejects_a_bad_spec(capsys):
 
     assert main(["repo", "build", "not a spec"]) == 2
     assert "NAME==VERSION" in capsys.readouterr().err
+
+
+def test_test_ids_that_differ_between_interpreters_are_named():
+    """isodate's parametrized ids follow the hash seed: a package whose two baseline runs (two containers, two
+    interpreters) collect different ids is refused, since its tasks' tests could be missing when graded."""
+    from rlvr.envs.repo_build import unstable_ids
+
+    same = {"tests": {"t.py::a[x]": "passed", "t.py::b": "failed"}}
+    assert unstable_ids(same, {"tests": dict(same["tests"])}) == []
+    shuffled = {"tests": {"t.py::a[expected9]": "passed", "t.py::b": "passed"}}
+    other = {"tests": {"t.py::a[expected21]": "passed", "t.py::b": "passed"}}
+    assert unstable_ids(shuffled, other) == ["t.py::a[expected21]", "t.py::a[expected9]"]
