@@ -35,24 +35,25 @@ def kill_job_processes(cfg, pid, wait=True):
         fresh = user_processes(cfg.uid, skip=stopped)  # a stopped pid's status is not read again
         if not fresh:
             break
-        for victim in fresh:
-            with contextlib.suppress(OSError):
-                os.kill(victim, signal.SIGSTOP)
-            stopped.add(victim)
-    killed = set()
-    for victim in stopped:  # all stopped: none can fork, and each keeps its pid until reaped
-        with contextlib.suppress(OSError):
-            os.kill(victim, signal.SIGKILL)
-            killed.add(victim)
+        _send(fresh, signal.SIGSTOP)
+        stopped.update(fresh)
+    killed = _send(stopped, signal.SIGKILL)  # all stopped: none can fork, and each keeps its pid until reaped
     while wait and time.monotonic() < deadline:
         victims = user_processes(cfg.uid)
         if not victims:
             break
-        for victim in victims:
-            with contextlib.suppress(OSError):
-                os.kill(victim, signal.SIGKILL)
-                killed.add(victim)
+        killed |= _send(victims, signal.SIGKILL)
     return len(killed)
+
+
+def _send(pids, sig):
+    """The pids that took the signal (those already gone are skipped)."""
+    sent = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+            sent.add(pid)
+    return sent
 
 
 def as_job_user(uid, wipe):
