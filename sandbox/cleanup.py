@@ -30,6 +30,9 @@ def kill_job_processes(cfg, pid, wait=True):
     if cfg.uid is None:
         return kill_local_tree(pid, cfg.server_pid, {cfg.zygote.pid})
     stopped: set[int] = set()
+    if pid is not None:  # the job's own process group (the zygote starts it in a new session): one call stops
+        with contextlib.suppress(OSError):  # every member that did not leave it, a plain fork bomb whole
+            os.killpg(pid, signal.SIGSTOP)
     deadline = time.monotonic() + KILL_SECONDS
     while time.monotonic() < deadline:
         fresh = user_processes(cfg.uid, skip=stopped)  # a stopped pid's status is not read again
