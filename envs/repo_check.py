@@ -67,18 +67,17 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
     from rlvr.sandbox.repo_grader import RepoGrader
 
     grader = RepoGrader(warm=workers)
-    images = {}
-    for task in tasks:  # built (or found) one package at a time, before the grading starts
-        key = (task.package, task.version, task.sdist_sha256, task.image)
-        if key not in images:
-            images[key] = task_image(task)
-            grader.prewarm(images[key], workers, task.repo_dir)
+    warmed = set()
+    for task in tasks:  # built (or found, `task_image` caches) one package at a time, before the grading starts
+        image = task_image(task)
+        if (image, task.repo_dir) not in warmed:
+            warmed.add((image, task.repo_dir))
+            grader.prewarm(image, workers, task.repo_dir)
     started = time.monotonic()
 
     def one(task: RepoTask):
-        image = images[(task.package, task.version, task.sdist_sha256, task.image)]
         try:
-            return task, check_task(task, grader.grade, image, timeout)
+            return task, check_task(task, grader.grade, task_image(task), timeout)
         except Exception as exc:  # noqa: BLE001 - one broken task is reported, the check goes on
             return task, f"check raised {type(exc).__name__}: {exc}"
 

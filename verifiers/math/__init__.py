@@ -181,12 +181,7 @@ class MathVerifier(Verifier):
         """Long completions checked whole (extraction included) in the workers, under the time limit:
         extracting from a megabyte takes a fraction of a second alone and many seconds on a loaded machine,
         which here, in the caller, no deadline would bound. Not cached: the keys would be megabytes."""
-        try:
-            outcomes = get_pool(self.workers).run(tasks, self.timeout)
-        except CanaryError:
-            raise
-        except (OSError, RuntimeError) as exc:
-            outcomes = [("error", f"worker pool: {exc}", 0.0)] * len(tasks)
+        outcomes = self._pool_run(tasks)
         scores = []
         for status, value, _ in outcomes:
             if status == "ok" and value[0] == "ok":  # the worker's answer: a Score, or a verdict and its info
@@ -243,6 +238,16 @@ class MathVerifier(Verifier):
         info["several"] = _offers_several(answer, ref)
         return ("grade", answer, ref, split_words, simplified, self.rounded_references), info
 
+    def _pool_run(self, tasks: list[tuple]) -> list[tuple[str, object, float]]:
+        """The worker pool's outcomes; a pool that fails itself gives `error` for each (not the model's fault),
+        while a broken installation (`CanaryError`) stops the run rather than zero its rewards."""
+        try:
+            return get_pool(self.workers).run(tasks, self.timeout)
+        except CanaryError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            return [("error", f"worker pool: {exc}", 0.0)] * len(tasks)
+
     def _run_symbolic(self, tasks: list[tuple]) -> list[tuple[str, object]]:
         verdicts: list[tuple[str, object] | None] = []
         todo: list[int] = []
@@ -255,12 +260,7 @@ class MathVerifier(Verifier):
                 if hit is None:
                     todo.append(k)
         if todo:
-            try:
-                outcomes = get_pool(self.workers).run([tasks[k] for k in todo], self.timeout)
-            except CanaryError:
-                raise  # a broken installation must stop the run, not zero its rewards
-            except (OSError, RuntimeError) as exc:  # the pool itself failed: not the model's fault
-                outcomes = [("error", f"worker pool: {exc}", 0.0)] * len(todo)
+            outcomes = self._pool_run([tasks[k] for k in todo])
             with _cache_lock:
                 for k, (status, value, _) in zip(todo, outcomes):
                     if status == "ok":
