@@ -4,7 +4,8 @@ Building: tasks kept per CPU-hour and mutants tried, from `rlvr repo build` (env
 on one package (`--build NAME==VERSION`, `--build-limit` mutants), timed here in this run.
 
 Grading: the gold patches of catalogue tasks graded at 1, 8 and 32 concurrent grades by
-`rlvr.sandbox.repo_grader` (warm containers, one per grade, the pool sized to the concurrency), and,
+`rlvr.sandbox.repo_grader` as shipped (warm containers, each grading again while the tests leave it
+clean; `--fresh` gives each grade a never-used one), and,
 in the same run on the same tasks, by the peer: the way SWE-bench's harness grades, a fresh
 container per grade (`docker create` + start from the same image, the patches copied in, `git apply`,
 pytest on the same FAIL_TO_PASS and PASS_TO_PASS node ids with `-rA` and the grader's ini,
@@ -18,7 +19,7 @@ Tool calls: p50/p99 milliseconds of the RepoFix tools' workspace operations (bas
 edit, diff) over the attach-stream server, and of the same bash commands through `docker exec`.
 
 Usage: python bench/repo_tasks.py [--grades 1000] [--levels 1,8,32] [--peer-grades 8,48,64]
-                                  [--build inflection==0.5.1] [--build-limit 12] [--tool-calls 400]
+                                  [--build inflection==0.5.1] [--build-limit 12] [--tool-calls 400] [--fresh]
 The machine is shared (2 cores, several jobs): the RESULT carries the load average.
 """
 
@@ -135,18 +136,28 @@ def run_level(fn, tasks: list[RepoTask], n: int, concurrency: int) -> dict:
             "max_s": round(max(latencies, default=float("nan")), 3), "lost": lost, "outcomes": outcomes}
 
 
-def grading(tasks: list[RepoTask], levels: list[int], counts: list[int], peer_counts: list[int], total: int) -> dict:
+def grading(tasks: list[RepoTask], levels: list[int], counts: list[int], peer_counts: list[int], total: int,
+            fresh: bool = False) -> dict:
     import docker
 
     from rlvr.sandbox.repo_grader import RepoGrader
 
     client = docker.from_env(timeout=600)
+    images = sorted({task_image(t) for t in tasks})
+
+    def started(concurrency: int) -> RepoGrader:
+        """A grader with its containers up before the clock starts. Reused ones: each image's share of the
+        grades in flight (the tasks take the images in turn) plus the `warm` spares the grader keeps, so
+        the clock sees grading, not the pool growing; never-used ones: the whole concurrency per image."""
+        grader = RepoGrader(warm=concurrency if fresh else 2, reuse=not fresh)
+        for image in images:
+            grader.prewarm(image, concurrency if fresh else -(-concurrency // len(images)) + grader.warm)
+        time.sleep(min(60, 2 + concurrency))
+        return grader
+
     rows, outcomes = [], []
     for concurrency, n, peer_n in zip(levels, counts, peer_counts):
-        grader = RepoGrader(warm=concurrency)
-        for image in sorted({task_image(t) for t in tasks}):
-            grader.prewarm(image, concurrency)
-        time.sleep(min(60, 2 + concurrency))  # let the pool start before the clock does
+        grader = started(concurrency)
         ours = run_level(lambda t, g=grader: rlvr_grade(g, t), tasks, n, concurrency)
         grader.close()
         outcomes += ours.pop("outcomes")
@@ -159,7 +170,7 @@ def grading(tasks: list[RepoTask], levels: list[int], counts: list[int], peer_co
         print(json.dumps(row), file=sys.stderr, flush=True)
     done = sum(r["rlvr"]["grades"] for r in rows)
     if total > done:  # the rest of the 1,000 at 8 concurrent
-        grader = RepoGrader(warm=8)
+        grader = started(8)
         extra = run_level(lambda t: rlvr_grade(grader, t), tasks, total - done, 8)
         grader.close()
         outcomes += extra.pop("outcomes")
@@ -226,6 +237,7 @@ def main() -> int:
     parser.add_argument("--build", default="inflection==0.5.1", help="package to time a small build on ('' skips)")
     parser.add_argument("--build-limit", type=int, default=12, help="mutants tried in the timed build")
     parser.add_argument("--tool-calls", type=int, default=400)
+    parser.add_argument("--fresh", action="store_true", help="rlvr's grader with a never-used container per grade")
     args = parser.parse_args()
     catalogue = load_catalogue()
     packages = sorted({t.package for t in catalogue})
@@ -252,7 +264,8 @@ def main() -> int:
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.counts.split(",")]
     peer_counts = [int(x) for x in args.peer_grades.split(",")]
-    graded = grading(tasks, levels, counts, peer_counts, args.grades)
+    graded = grading(tasks, levels, counts, peer_counts, args.grades, args.fresh)
+    graded["reuse"] = not args.fresh
     load.append(os.getloadavg())
     result.update(graded)
     at8 = next((r for r in graded["levels"] if r["concurrency"] == 8 and "speedup" in r), None)

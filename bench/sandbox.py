@@ -74,7 +74,7 @@ def docker_run_each(pool: SandboxPool, jobs: list[Job], workers: int) -> float:
     def one(job: Job) -> str:
         worker = DockerWorker(pool._client, pool.image, pool.limits)
         try:
-            return worker.run(job.to_wire(pool.limits), job.budget()).get("status")
+            return worker.run(job.to_wire(pool.limits), job.verdict_due(), job.budget()).get("status")
         finally:
             worker.close()
 

@@ -36,6 +36,7 @@ from rlvr.envs.repo_task import RepoTask, load_catalogue
 from rlvr.envs.tasks import Task, TaskSource
 from rlvr.envs.tool_env import ToolEnv
 from rlvr.envs.tools import ToolUnavailable
+from rlvr.sandbox.repo_grader import RUNTIME_INFO, grade
 from rlvr.verifiers.core import ERROR, TESTS_FAILED, TIMEOUT, Score, Verifier
 
 MODES = ("all", "fraction")
@@ -84,8 +85,6 @@ class RepoGrader(Verifier):
         self.tasks, self.mode, self.timeout = tasks, mode, timeout
 
     def score(self, completion: Any, reference: Any = None, **fields: Any) -> Score:
-        from rlvr.sandbox.repo_grader import grade
-
         task = self.tasks[fields["instance_id"]]
         diff = completion if isinstance(completion, str) else ""
         try:
@@ -98,9 +97,9 @@ class RepoGrader(Verifier):
         reason = None if value >= self.best else GRADE_REASONS.get(graded.reason, graded.reason or TESTS_FAILED)
         if graded.reason == "error":
             value, reason = 0.0, ERROR
-        # the grader's wall-clock figures stay out: a step's info is the same for the same seed and
-        # actions (gymnasium's check_env), and latency is bench/repo_tasks.py's to measure
-        grader = {k: v for k, v in (graded.info or {}).items() if k not in ("seconds", "worker_seconds")}
+        # the grader's wall-clock figures and which container graded stay out: a step's info is the same for
+        # the same seed and actions (gymnasium's check_env), and latency is bench/repo_tasks.py's to measure
+        grader = {k: v for k, v in (graded.info or {}).items() if k not in RUNTIME_INFO}
         info = {"grade": graded.reason, "tests": dict(graded.tests), "dropped": list(graded.dropped),
                 "diff_lines": diff.count("\n"), **({"grader": grader} if grader else {})}
         return Score(value, reason, info=info)

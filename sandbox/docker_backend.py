@@ -29,6 +29,31 @@ class WorkerError(RuntimeError):
     """The worker itself failed (engine gone, container died): an infrastructure error."""
 
 
+class ReplyTimeout(WorkerError):
+    """No reply came in time."""
+
+
+class VerdictOverdue(Exception):
+    """The server took the job but gave no verdict by its due time: the job holds the container."""
+
+
+def await_verdict(read_line, due: float, budget: float) -> dict:
+    """The verdict on a job just sent: the server acknowledges it within `budget` seconds (else the server is
+    broken: WorkerError), then the verdict must come within `due` seconds of that (else VerdictOverdue).
+
+    The server's own deadline runs inside the container, where a fork bomb can starve it of CPU for
+    seconds (the bomb's processes share its cgroup, whose share the scheduler computes from averaged load),
+    so the host keeps the outer one.
+    """
+    accepted = read_line(time.monotonic() + budget)
+    if accepted.get("accepted") is not True:
+        raise WorkerError(f"the job server did not take the job: {str(accepted)[:200]}")
+    try:
+        return read_line(time.monotonic() + due)
+    except ReplyTimeout:
+        raise VerdictOverdue(f"no verdict {due:g} s after the job started") from None
+
+
 def read_reply(buffer: bytearray, deadline: float, fill, who: str) -> dict:
     """Pop one JSON line from `buffer`, calling `fill(seconds_left)` to read more, until `deadline`.
 
@@ -46,7 +71,7 @@ def read_reply(buffer: bytearray, deadline: float, fill, who: str) -> dict:
                 raise WorkerError(f"garbled reply from {who}: {line[:200]!r}") from None
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise WorkerError(f"{who} did not answer in time")
+            raise ReplyTimeout(f"{who} did not answer in time")
         fill(remaining)
 
 
@@ -144,13 +169,21 @@ class DockerWorker:
             self.close()
             raise
 
-    def run(self, job: dict, budget: float) -> dict:
-        """Send one job; the reply, or WorkerError if the container broke or went silent."""
+    def run(self, job: dict, due: float, budget: float) -> dict:
+        """Send one job; the verdict (see `await_verdict`), or WorkerError if the container broke."""
+        self._send(job)
+        return await_verdict(self._read_line, due, budget)
+
+    def request(self, message: dict, budget: float) -> dict:
+        """Send one line; the one-line reply within `budget` seconds, or WorkerError."""
+        self._send(message)
+        return self._read_line(time.monotonic() + budget)
+
+    def _send(self, message: dict) -> None:
         try:
-            self._sock.sendall(json.dumps(job).encode() + b"\n")
+            self._sock.sendall(json.dumps(message).encode() + b"\n")
         except OSError as exc:
             raise WorkerError(f"cannot reach the container: {exc}") from None
-        return self._read_line(time.monotonic() + budget)
 
     def _read_line(self, deadline: float) -> dict:
         return read_reply(self._stdout, deadline, self._receive, "the job server")

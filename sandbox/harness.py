@@ -45,12 +45,18 @@ Everything that decides the verdict stays on this side:
   user again (sweeping /proc with CAP_KILL until none is left, so threads, daemons, stopped
   processes and fork bombs all go, without needing a fork itself); if the job left anything
   in `/tmp`, `/dev/shm`, `/dev/mqueue` or SysV IPC, a cleaner that becomes the job user
-  wipes it. If a process survives, scratch stays dirty, or the job timed out, ran out of
-  memory, flooded its output, died by a signal or left a process behind, the result says
-  `tainted` and the host replaces the container. Runners never import from scratch: the
+  wipes it. If a process survives, scratch stays dirty, the job ran out of memory or died
+  by a signal, or it was killed (a timeout, an output flood, a process left behind) with
+  more than a few processes to clean up, the result says `tainted` and the host replaces
+  the container. (A killed job's few processes go in milliseconds, and the same cleanup
+  makes every passing job's container safe to reuse.) Runners never import from scratch: the
   server runs with `-I` (no user site, no `PYTHON*` variables, no script directory on the
   path) and the zygote has loaded everything a runner needs, so a planted `sitecustomize`
   or `.pth` file has nothing to hook into.
+
+The server acknowledges each job as it reads it; the host then allows the job's time limits
+plus `protocol.VERDICT_GRACE` for the verdict, and past that stops the whole container and
+reports a timeout: a fork bomb shares the server's CPU cgroup and can starve it for seconds.
 
 Statuses: `passed` (every test passed), `failed`, `timeout` (wall clock, enforced here with
 SIGKILL, including a main process kept alive by a thread or an `atexit` handler), `memory`
@@ -88,6 +94,10 @@ else:  # run as a script: in the image, or by the local backend
     import zygote
 
 
+ACCEPTED = json.dumps({"accepted": True}).encode() + b"\n"
+FEW_PROCESSES = 8  # a killed job that left more than this is not waited for: its container is replaced
+
+
 def run_job(job, isolated):
     """Run one job in a forked tester process; returns its result (saying whether we are tainted) and the
     cleanup still to run after the reply, if any."""
@@ -120,18 +130,21 @@ def run_job(job, isolated):
     if cfg.language != "python":
         budget += cfg.compile_timeout
     result = _collect(read_fd, tester_pid, cfg, started + budget)
-    tainted = (result.get("status") in ("timeout", "memory", "crash", "error")
-               or result.get("output_exceeded") or result.get("leftover_processes"))
-    if isolated and tainted:
+    overran = result.pop("overran", False)
+    suspect = overran or result.get("status") in ("memory", "crash", "error")
+    killed = (result.get("status") == "timeout" or result.get("output_exceeded")
+              or result.get("leftover_processes"))
+    if isolated and (suspect or killed and len(cleanup.user_processes(cfg.uid)) > FEW_PROCESSES):
         # The host retires a tainted container whatever the cleanup finds, and removing it kills all it holds:
         # the verdict goes back first, the cleanup runs after it (a fork bomb's took seconds on a loaded machine)
         result.update(tainted=True, duration=round(time.monotonic() - started, 4))
         return result, lambda: _clean_isolated(cfg)
-    if isolated:
+    if isolated:  # a job killed with a few processes is cleaned at once, and its container serves again if clean
         tainted = _clean_isolated(cfg)
     else:  # a local worker's leftovers outlive its server: they die before the verdict goes back
         cleanup.kill_local_tree(None, os.getpid(), {cfg.zygote.pid})
         shutil.rmtree(local_scratch, ignore_errors=True)
+        tainted = suspect or killed  # no sweep by user to prove it clean: replaced, as before
     result["tainted"] = bool(tainted)
     result["duration"] = round(time.monotonic() - started, 4)
     return result, None
@@ -156,7 +169,8 @@ def _collect(read_fd, tester_pid, cfg, limit):
                 with contextlib.suppress(OSError):
                     os.kill(tester_pid, signal.SIGKILL)
                 os.waitpid(tester_pid, 0)
-                return {"status": "timeout", "passed": 0, "total": 0, "tests": [], "error": "the tester overran"}
+                return {"status": "timeout", "passed": 0, "total": 0, "tests": [], "error": "the tester overran",
+                        "overran": True}
             chunk = pipe.read1(1 << 20)
             if not chunk:
                 break
@@ -185,6 +199,8 @@ def serve(isolated):
     for line in stdin:
         if not line.strip():
             continue
+        stdout.write(ACCEPTED)  # the host's own deadline for the verdict starts now
+        stdout.flush()
         job, later = None, None
         try:
             job = json.loads(line)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr.sandbox.docker_backend import WorkerError, read_reply
+from rlvr.sandbox.docker_backend import WorkerError, await_verdict, read_reply
 from rlvr.sandbox.protocol import Limits
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
@@ -45,13 +45,13 @@ class LocalWorker:
             self.close()
             raise
 
-    def run(self, job: dict, budget: float) -> dict:
+    def run(self, job: dict, due: float, budget: float) -> dict:
         try:
             self.proc.stdin.write(json.dumps(job).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError as exc:
             raise WorkerError(f"the local job server is gone: {exc}") from None
-        return self._read_line(time.monotonic() + budget)
+        return await_verdict(self._read_line, due, budget)
 
     def _read_line(self, deadline: float) -> dict:
         return read_reply(self._out, deadline, self._receive, "the local job server")

@@ -1,9 +1,10 @@
 """A warm pool of sandbox workers: jobs in parallel, results in input order.
 
 Each worker (a container, or a local subprocess when asked for) runs one job at a time.
-A worker whose result says `tainted` (timeout, memory kill, output flood, leftover
-process, a crash) or that failed outright is retired and a fresh one is started in the
-background, so the next job never shares a worker with whatever a bad job left behind.
+A worker whose result says `tainted` (a memory kill, a crash, a killed job whose processes
+could not be cleaned up at once, a verdict overdue) or that failed outright is retired and a
+fresh one is started in the background, so the next job never shares a worker with whatever a
+bad job left behind.
 A job that hit a broken worker is retried once on another: infrastructure failures are
 reported as `error` only when they persist, and never scored as a wrong answer.
 
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.sandbox import languages
-from rlvr.sandbox.docker_backend import DockerWorker, WorkerError, remove_stale_containers
+from rlvr.sandbox.docker_backend import DockerWorker, VerdictOverdue, WorkerError, remove_stale_containers
 from rlvr.sandbox.local_backend import LocalWorker
 from rlvr.sandbox.protocol import Job, Limits, Result
 
@@ -167,7 +168,10 @@ class SandboxPool:
                 detail = f": {self._last_start_error}" if self._last_start_error else ""
                 return Result.infrastructure_error(f"{last_error}{detail}", self.backend)
             try:
-                reply = worker.run(wire, job.budget())
+                reply = worker.run(wire, job.verdict_due(), job.budget())
+            except VerdictOverdue as exc:
+                self._retire(worker)
+                return Result.overdue(str(exc), self.backend, worker.ident)
             except WorkerError as exc:
                 last_error = str(exc)
                 self._retire(worker)

@@ -22,6 +22,8 @@ STATUSES = ("passed", "failed", "timeout", "memory", "crash", "compile_error", "
 _PARSE_LOCK = threading.Lock()
 COMPARE_MODES = ("exact", "float")
 MAX_OUTPUT = 64 * 1024 * 1024  # a job may raise its output limit this far (the tester holds stdout)
+VERDICT_GRACE = 0.5  # seconds past a job's time limits that the host waits for the sandbox's own verdict
+CASE_GRACE = 0.05  # and per stdin/stdout case, for starting the program outside its case's clock
 
 
 @dataclass(frozen=True)
@@ -129,10 +131,20 @@ class Job:
         return wire
 
     def budget(self) -> float:
-        """Seconds the host waits for the reply before declaring the worker broken."""
-        cases = len(self.io_tests) if self.io_tests else 1
+        """Seconds the host waits for the server to take the job before declaring the worker broken."""
+        return self._time_limits() + 15.0
+
+    def verdict_due(self) -> float:
+        """Seconds from the server taking the job to its verdict; past them the host stops the container and
+        reports a timeout, whatever the job did to the server's share of the CPU."""
+        return self._time_limits() + CASE_GRACE * (self._cases() - 1) + VERDICT_GRACE
+
+    def _time_limits(self) -> float:
         compiling = self.compile_timeout if self.language not in ("python", "py", "python3") else 0.0
-        return self.timeout * max(1, cases) + compiling + 15.0
+        return self.timeout * self._cases() + compiling
+
+    def _cases(self) -> int:
+        return max(1, len(self.io_tests or []))
 
 
 @dataclass(frozen=True)
@@ -177,6 +189,12 @@ class Result:
             errors=[str(e)[:500] for e in data.get("errors") or []][:5], worker=worker,
             leftovers=_count(data.get("leftover_processes")),
         )
+
+    @classmethod
+    def overdue(cls, message: str, backend: str = "", worker: str = "") -> Result:
+        """The host's timeout: the job kept its server from answering past its due time."""
+        return cls(status="timeout", error=f"{message}: the host stopped the container", tainted=True,
+                   backend=backend, worker=worker)
 
     @classmethod
     def infrastructure_error(cls, message: str, backend: str = "") -> Result:

@@ -14,7 +14,14 @@ FAIL_TO_PASS and PASS_TO_PASS node ids and, for SWE-bench-style records, the hid
    pytest ini and plugin (`repo_plugin.py`), which reports each test's verdict with a random
    token on a private pipe. Exit status and printed text are never read as verdicts.
 3. A test with no verdict (missing, crashed run, deadline) has failed. A tamper report fails all.
-   The container is then removed; a fresh one is started in the background for the next grade.
+4. Before replying, the worker kills every process of the test user, removes the copy and the
+   scratch, and looks for anything the test user left (a process, a file of its own in /tmp or
+   /dev/shm, a SysV IPC object). A container with nothing left grades again (`reuse`, the default):
+   what the next grade starts from is then what a fresh container holds, a read-only image and a
+   fresh copy of the pristine repository, less the start of a container and an interpreter, which
+   on two CPUs cost as much as the grade itself. Any leftover, a host timeout or an error, and the
+   container is removed and a fresh one started in the background. `reuse=False` (or
+   `RLVR_REPO_REUSE=0`) gives every grade a never-used container.
 
 The deadline is kept twice: by the worker (kills the test user's processes) and here (kills
 the container `timeout + 15` s after the request), so a grade always comes back.
@@ -41,6 +48,7 @@ CONFIG_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.in
                 "sitecustomize.py", "usercustomize.py", "noxfile.py", "manifest.in"}
 TEST_DIRS = {"test", "tests", "testing"}
 HOST_MARGIN = 15.0
+RUNTIME_INFO = ("seconds", "worker_seconds", "container", "reused")  # in a grade's info, not about the diff
 
 
 @dataclass
@@ -162,6 +170,7 @@ class WorkerContainer:
         self.proc = subprocess.Popen(argv + [image] + WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         self.ready = False
+        self.grades = 0
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         line = self._readline(timeout)
@@ -193,6 +202,7 @@ class WorkerContainer:
     def request(self, payload: dict, timeout: float) -> dict:
         if not self.ready:
             self.wait_ready()
+        self.grades += 1
         self.proc.stdin.write((json.dumps(payload) + "\n").encode())
         self.proc.stdin.flush()
         line = self._readline(timeout)
@@ -217,10 +227,11 @@ class WorkerContainer:
 
 
 class RepoGrader:
-    """Grades in warm containers: each is used for exactly one grade, then replaced."""
+    """Grades in warm containers of each task image: `warm` started ahead; with `reuse`, a container the tests
+    left clean grades again (at most `keep` wait idle per image), else each is used once and replaced."""
 
-    def __init__(self, warm: int = 2, memory_mb: int = 2048, pids: int = 512):
-        self.warm = warm
+    def __init__(self, warm: int = 2, memory_mb: int = 2048, pids: int = 512, reuse: bool = True, keep: int = 16):
+        self.warm, self.reuse, self.keep = warm, reuse, keep
         self.memory_mb, self.pids = memory_mb, pids
         self._ready: dict[tuple[str, str], queue.Queue] = {}
         self._lock = threading.Lock()
@@ -253,14 +264,22 @@ class RepoGrader:
             return self._ready.setdefault((image, repo_dir), queue.Queue())
 
     def _take(self, image: str, repo_dir: str) -> WorkerContainer:
+        ready = self._queue(image, repo_dir)
         try:
-            container = self._queue(image, repo_dir).get_nowait()
+            container = ready.get_nowait()
         except queue.Empty:
             container = WorkerContainer(image, self.memory_mb, self.pids, repo_dir=repo_dir)
             container.wait_ready()
-        if self.warm:
+        if self.warm and (not self.reuse or ready.qsize() < self.warm):  # reused ones come back
             self._spawn(image, repo_dir)
         return container
+
+    def _give_back(self, container: WorkerContainer, image: str, repo_dir: str, clean: bool) -> None:
+        ready = self._queue(image, repo_dir)
+        if clean and self.reuse and not self._closed and ready.qsize() < self.keep:
+            ready.put(container)
+        else:
+            threading.Thread(target=container.close, daemon=True).start()
 
     def grade(self, image: str, repo_dir: str, setup_patch: str, agent_diff: str, fail_to_pass: Iterable[str],
               pass_to_pass: Iterable[str], *, source_paths: Sequence[str] = (), test_patch: str = "",
@@ -280,6 +299,7 @@ class RepoGrader:
             return RepoGrade(0.0, "error", {}, dropped, {**info, "error": str(exc)[:500]})
         payload = {"setup_patch": setup_patch, "diff": kept, "test_patch": test_patch, "tests": expected,
                    "timeout": timeout, "diff_paths": sorted({p for paths, _ in split_diff(kept) for p in paths})}
+        reply: dict = {}
         try:
             reply = container.request(payload, timeout + HOST_MARGIN)
         except TimeoutError as exc:
@@ -287,8 +307,10 @@ class RepoGrader:
         except (RuntimeError, OSError, ValueError) as exc:
             return RepoGrade(0.0, "error", {}, dropped, {**info, "error": str(exc)[:500]})
         finally:
-            threading.Thread(target=container.close, daemon=True).start()
-        info["seconds"] = round(time.monotonic() - started, 3)
+            clean = reply.get("clean") is True and not reply.get("error")
+            self._give_back(container, image, repo_dir, clean)
+        info.update(seconds=round(time.monotonic() - started, 3), container=container.name,
+                    reused=container.grades > 1, leftovers=reply.get("leftovers") or [])
         return judge(reply, f2p, p2p, dropped, mode, info)
 
     def close(self) -> None:
@@ -346,7 +368,8 @@ def default_grader() -> RepoGrader:
     global _default
     with _default_lock:
         if _default is None:
-            _default = RepoGrader(warm=int(os.environ.get("RLVR_REPO_WARM", "2")))
+            _default = RepoGrader(warm=int(os.environ.get("RLVR_REPO_WARM", "2")),
+                                  reuse=os.environ.get("RLVR_REPO_REUSE", "1") != "0")
             atexit.register(_default.close)
         return _default
 
@@ -354,7 +377,7 @@ def default_grader() -> RepoGrader:
 def grade(image: str, repo_dir: str, setup_patch: str, agent_diff: str, fail_to_pass: Iterable[str],
           pass_to_pass: Iterable[str], *, source_paths: Sequence[str] = (), test_patch: str = "",
           mode: str = "all", timeout: float = 120.0) -> RepoGrade:
-    """Grade `agent_diff` for one task in a fresh container of `image` (see the module docstring)."""
+    """Grade `agent_diff` for one task in a container of `image` that no workspace ever was (module docstring)."""
     return default_grader().grade(image, repo_dir, setup_patch, agent_diff, fail_to_pass, pass_to_pass,
                                   source_paths=source_paths, test_patch=test_patch, mode=mode, timeout=timeout)
 

@@ -4,7 +4,10 @@ An image is the debootstrapped Debian bookworm base (`rlvr-repo-base:bookworm`: 
 patch; built like the sandbox's offline base, no registry needed) plus pytest and its
 dependencies (pure wheels fetched from PyPI, pinned), the package's sdist unpacked at /repo
 exactly as released (the correct code: a task's bug is applied as a patch when a container
-starts) and the grader's worker and plugin in /opt/rlvr-repo. Nothing about any task (bug,
+starts) and the grader's worker and plugin in /opt/rlvr-repo, with the bytecode of the released
+modules and tests (pytest's assert rewriting included) compiled once at build: a grade that
+compiled them again spent two thirds of its time doing so. The agent's workspace runs as
+another user, who cannot read that cache (it holds the tests a task may hide). Nothing about any task (bug,
 gold patch, hidden tests) is in it. The tag hashes the sdist's sha256, the pinned wheels and
 the worker files, so an image is built once, on first use, and never rebuilt.
 """
@@ -31,6 +34,7 @@ TEST_WHEELS = ("pytest==8.3.4", "pluggy==1.5.0", "iniconfig==2.0.0", "packaging=
 WORKER_FILES = ("repo_worker.py", "repo_plugin.py")
 PYTEST_INI = "[pytest]\n"
 SITE = "/usr/local/lib/python3.11/dist-packages"
+PYCACHE = "/opt/rlvr-repo/pycache"  # the released code and tests compiled, for the grader's test user only (gid 10001)
 DOCKERFILE = f"""FROM {BASE}
 RUN echo 'sandbox:x:10001:10001:rlvr test user:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \\
  && echo 'sandbox:x:10001:' >> /etc/group && mkdir -p /opt/rlvr-repo {SITE}
@@ -40,6 +44,11 @@ RUN find /repo -name '__pycache__' -prune -exec rm -rf {{}} + ; find /repo -name
     chmod -R a+rX,go-w /repo {SITE} && python3 -c "import pytest"
 COPY repo_worker.py repo_plugin.py pytest.ini /opt/rlvr-repo/
 RUN chmod 0755 /opt/rlvr-repo && chmod 0644 /opt/rlvr-repo/*
+RUN cp -a /repo /tmp/rlvr-work && cd /tmp/rlvr-work && if [ -d src ]; then P=$PWD/src; else P=$PWD; fi; \
+    PYTHONPATH=$P python3 -X pycache_prefix={PYCACHE} -m pytest -c /opt/rlvr-repo/pytest.ini \
+      --rootdir /tmp/rlvr-work -p no:cacheprovider --collect-only -q >/dev/null 2>&1; \
+    rm -rf /tmp/rlvr-work && mkdir -p {PYCACHE} && chown -R root:10001 {PYCACHE} \
+ && chmod -R u=rwX,g=rX,o= {PYCACHE}
 ENV LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /repo
 """

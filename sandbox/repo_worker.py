@@ -5,14 +5,17 @@ stdin/stdout. It imports pytest and the plugin before any request arrives (a war
 pays no interpreter or pytest start), moves its own stdout to a private descriptor and points
 fd 1 and 2 at a log file, then says READY. Each request (one JSON line) gets a fresh copy of
 the pristine repository in /tmp, has the setup patch, the agent's diff and the test patch
-applied with `git apply`, and forks a test process that drops to uid 10001 (no capabilities,
+applied with `git apply` (always at /tmp/rlvr-work, where the image compiled the released modules and
+tests: the copy keeps their mtimes, so only files a patch changed are compiled again), and forks a
+test process that drops to uid 10001 (no capabilities,
 cannot write the copy, cannot signal or read this process) and runs pytest with the grader's
 own ini (the repository's pytest.ini, setup.cfg, tox.ini and pyproject.toml are not read),
 plugin autoloading off, PYTEST_* variables removed and `repo_plugin` registered first. Verdicts
 come back on a pipe as token-carrying lines (see repo_plugin). The deadline is kept here: at
 it every process of uid 10001 is SIGKILLed and the tests without a verdict count as failed.
-The reply is one JSON line on the private descriptor. This file uses the standard library and
-pytest only: it runs on the container's Python, not the host's.
+The reply is one JSON line on the private descriptor; it says whether the test user left anything
+behind (`clean`), for the host serves a clean container again. This file uses the standard library
+and pytest only: it runs on the container's Python, not the host's.
 """
 
 from __future__ import annotations
@@ -31,8 +34,13 @@ sys.path.insert(0, HERE)
 
 import pytest  # noqa: E402 - imported before any request: the warm start
 import repo_plugin  # noqa: E402
+from _pytest.config import get_config  # noqa: E402 - pytest is pinned (repo_image.TEST_WHEELS)
+
+get_config()  # imports every builtin plugin now, not in each forked test process (a tenth of a grade)
 
 REPO = os.environ.get("RLVR_REPO_DIR", "/repo")
+WORK = "/tmp/rlvr-work"  # always here: the image's bytecode cache is keyed by the copy's path
+PYCACHE = "/opt/rlvr-repo/pycache"  # compiled at image build (repo_image.py), readable by the test user only
 UID = 10001
 OUTPUT_TAIL = 4000
 RECORD_LIMIT = 16 << 20
@@ -93,7 +101,7 @@ def _is_dir(before: dict, after: dict, path: str) -> bool:
 
 def handle(request: dict, serial: int) -> dict:
     started = time.monotonic()
-    work = f"/tmp/rlvr-work-{serial}"
+    work = WORK
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(REPO, work, symlinks=True)
     for key in ("setup_patch", "diff", "test_patch"):
@@ -139,6 +147,7 @@ def handle(request: dict, serial: int) -> dict:
             os.chdir(work)
             src = os.path.join(work, "src")
             sys.path.insert(0, src if os.path.isdir(src) else work)
+            sys.pycache_prefix = PYCACHE  # the released modules and tests, compiled and assert-rewritten
             sys.argv = ["pytest"]
             repo_plugin.arm(write, token, work, tests)
             args = ["-c", os.path.join(HERE, "pytest.ini"), "--rootdir", work, "-p", "repo_plugin",
@@ -210,8 +219,33 @@ def handle(request: dict, serial: int) -> dict:
         pass
     for path in (work, out_path, f"/tmp/rlvr-scratch-{serial}"):
         shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else _unlink(path)
+    left = leftovers()
     return {"tests": tests_out, "details": details, "tampered": tampered, "timed_out": timed_out, "ended": ended,
-            "output_tail": output, "duration": round(time.monotonic() - started, 3)}
+            "output_tail": output, "duration": round(time.monotonic() - started, 3), "clean": not left,
+            "leftovers": left[:5]}
+
+
+def leftovers() -> list[str]:
+    """What the test user left once its processes are killed and its copy and scratch removed: a process, a
+    file or folder of its own in the writable places, a SysV IPC object. Anything at all and the host does
+    not let this container grade again."""
+    found = [f"process {pid}" for pid in _user_processes()]
+    for root in ("/tmp", "/dev/shm"):
+        for folder, dirs, files in os.walk(root):
+            for name in dirs + files:
+                path = os.path.join(folder, name)
+                try:
+                    if os.lstat(path).st_uid == UID:
+                        found.append(path)
+                except OSError:
+                    continue
+    for kind in ("shm", "msg", "sem"):  # nothing trusted here uses SysV IPC: any object is the tests'
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                found += [f"sysv {kind}"] * (len(table.read().splitlines()) - 1)
+        except OSError:
+            continue
+    return found
 
 
 def _unlink(path: str) -> None:

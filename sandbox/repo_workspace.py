@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.sandbox.docker_backend import DockerWorker, WorkerError, read_reply
+from rlvr.sandbox.repo_image import PYCACHE
 
 LABEL = "rlvr.workspace"
 AGENT_UID = 10002
@@ -63,7 +64,9 @@ def container_options(image: str, repo_dir: str, limits: WorkspaceLimits) -> dic
         stdin_open=True, detach=False, tty=False, user="0:0", working_dir="/", environment={},
         network_mode="none", mem_limit=memory, memswap_limit=memory, pids_limit=limits.pids,
         nano_cpus=int(limits.cpus * 1e9),
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"}, shm_size="16m", ipc_mode="private",
+        # the grader's bytecode cache holds the released code and tests compiled: covered, not merely unreadable
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777", PYCACHE: "ro,size=1k,mode=0700"},
+        shm_size="16m", ipc_mode="private",
         cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "KILL", "CHOWN", "DAC_OVERRIDE", "FOWNER"],
         security_opt=["no-new-privileges"], init=True, log_config=LogConfig(type="none"), auto_remove=True,
         labels={LABEL: "1", f"{LABEL}.owner": f"{socket.gethostname()}:{os.getpid()}"},
@@ -110,7 +113,7 @@ class Workspace:
             raise WorkspaceError("the workspace is closed")
         with self._lock:
             try:
-                reply = self._container.run({"op": op, **fields}, timeout)
+                reply = self._container.request({"op": op, **fields}, timeout)
             except WorkerError as exc:
                 raise WorkspaceError(str(exc)) from None
         if reply.get("server_error"):

@@ -75,11 +75,41 @@ def test_a_sandbox_job_after_a_tainting_one_needs_no_container_start():
         assert _wait_for(lambda: pool._idle.qsize() >= 1 + getattr(pool, "spares", 0), 120.0), "spares never started"
         warm = {w.ident for w in pool._workers}
         tests = {"test_list": ["assert f(2) == 2"]}
-        spoiled = pool.run(Job(code="import time\ntime.sleep(100)\n", timeout=1.0, **tests))
+        hog = "hog = []\nwhile True:\n    hog.append(bytearray(50 * 2**20))\n"  # out of memory: always replaced
+        spoiled = pool.run(Job(code=hog, timeout=1.0, **tests))
         fresh = pool.run(Job(code="def f(x):\n    return x\n", timeout=5.0, **tests))
-        assert spoiled.status == "timeout" and spoiled.tainted, spoiled
+        assert spoiled.status == "memory" and spoiled.tainted, spoiled
         assert fresh.status == "passed", fresh
         assert fresh.worker in warm and fresh.worker != spoiled.worker  # started before the bad job ended
+    finally:
+        pool.close()
+
+
+@pytest.mark.docker
+def test_the_host_gives_a_timeout_when_the_container_cannot_answer_by_the_due_time():
+    """A fork bomb can starve the server that holds the job's deadline; the host keeps its own. The container is
+    frozen (docker pause) once the job is under way: its verdict can never come, and it must not be waited for."""
+    import threading
+
+    from conftest import require_docker
+
+    from rlvr.sandbox.pool import SandboxPool
+    from rlvr.sandbox.protocol import VERDICT_GRACE, Job
+
+    pool = require_docker(lambda: SandboxPool(backend="docker", size=1, spares=0))
+    try:
+        worker = next(iter(pool._workers))
+        freezer = threading.Timer(0.5, lambda: pool._client.api.pause(worker.container.id))
+        tests = {"test_list": ["assert f(2) == 2"]}
+        freezer.start()
+        started = time.monotonic()
+        frozen = pool.run(Job(code="import time\ntime.sleep(100)\n", timeout=1.0, **tests))
+        seconds = time.monotonic() - started
+        freezer.join()
+        assert frozen.status == "timeout" and frozen.tainted and "host stopped" in frozen.error, frozen
+        assert seconds < 1.0 + VERDICT_GRACE + 1.0, seconds  # not the 16 s of the server's broken-worker budget
+        after = pool.run(Job(code="def f(x):\n    return x\n", timeout=5.0, **tests))
+        assert after.status == "passed" and after.worker != worker.ident, after
     finally:
         pool.close()
 

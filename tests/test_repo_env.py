@@ -144,6 +144,17 @@ def test_neither_the_pristine_code_nor_hidden_tests_are_in_the_workspace(workspa
     assert json.loads(out["output"]) == [f"{task.repo_dir}/{task.mutation.file}"]
 
 
+def test_the_graders_bytecode_cache_is_covered_in_the_workspace(workspace):
+    """The image compiles the released modules and tests for the grader (the fix and the hidden tests, as
+    bytecode); a workspace mounts an empty folder over them."""
+    from rlvr.sandbox.repo_image import PYCACHE
+
+    attrs = _docker().containers.get(workspace.ident).attrs
+    assert PYCACHE in attrs["HostConfig"]["Tmpfs"], attrs["HostConfig"]["Tmpfs"]
+    out = workspace.bash(f"ls -R {PYCACHE} 2>&1; ls -ld {PYCACHE}")
+    assert ".pyc" not in out["output"] and "root root" in out["output"], out
+
+
 def test_a_pool_hands_out_fresh_containers_and_removes_them(tasks):
     import docker
 

@@ -162,3 +162,39 @@ def test_repo_check_counts_sound_tasks_per_package_with_check_env(task):
     result = check([task], workers=1)
     assert (result["tasks"], result["sound"], result["unsound"], result["bad"]) == (1, 1, 0, [])
     assert result["packages"] == {task.package: 1}
+
+
+def _buggy_and_fixed(task: RepoTask) -> tuple[str, list[str], list[str]]:
+    path = task.mutation.file
+    pristine = _pristine(task, path).splitlines(keepends=True)
+    at = task.mutation.line - 1
+    buggy = pristine[:at] + [_line_change(task.mutation.patch)[1] + "\n"] + pristine[at + 1:]
+    return path, buggy, pristine
+
+
+def test_a_container_the_tests_left_clean_grades_again_and_one_with_leftovers_is_replaced(image, task):
+    """Reuse is what makes grading cheap (bench/repo_tasks.py); it must change no verdict, and whatever the
+    package's code leaves behind (here a file in /tmp, written at import) must never meet a later grade."""
+    path, buggy, fixed = _buggy_and_fixed(task)
+    planting = unified_diff(path, "".join(buggy), "open('/tmp/planted', 'w').write('x')\n" + "".join(fixed))
+    reusing = RepoGrader(warm=0)
+    try:
+        gold = _grade(reusing, image, task, task.gold_patch)
+        empty = _grade(reusing, image, task, "")
+        assert (gold.value, empty.value) == (1.0, 0.0), (gold.info, empty.info)
+        assert empty.info["container"] == gold.info["container"] and empty.info["reused"], empty.info
+        planted = _grade(reusing, image, task, planting)
+        assert planted.value == 1.0 and planted.info["container"] == gold.info["container"], planted.info
+        assert planted.info["leftovers"] == ["/tmp/planted"], planted.info
+        after = _grade(reusing, image, task, "")
+        assert after.value == 0.0 and after.info["container"] != planted.info["container"], after.info
+        assert not after.info["reused"]
+    finally:
+        reusing.close()
+    once = RepoGrader(warm=0, reuse=False)
+    try:
+        first, second = (_grade(once, image, task, task.gold_patch) for _ in range(2))
+        assert first.value == second.value == 1.0
+        assert first.info["container"] != second.info["container"]
+    finally:
+        once.close()

@@ -196,8 +196,11 @@ def test_every_role_gets_its_verdict(pool, language):
     assert by_role["syntax"].error.startswith("compile error: ") and len(by_role["syntax"].error) > 20
     flood = by_role["output_flood"]
     assert flood.truncated and "truncated" in flood.stdout and len(flood.stdout) < 70_000
-    for role in ("fork_bomb", "memory_bomb", "infinite_loop", "lingering_child"):
-        assert by_role[role].tainted, (language, role)
+    assert by_role["memory_bomb"].tainted, language
+    # A few processes are cleaned at once and the container serves on. (A fork bomb is replaced or not by how
+    # many processes it had made: a JVM's threads use up the pids limit at a handful.)
+    for role in ("infinite_loop", "lingering_child"):
+        assert not by_role[role].tainted, (language, role)
     assert by_role["lingering_child"].leftovers == len(CASES), (language, by_role["lingering_child"].leftovers)
     again = pool.run_batch([Job(code=PROGRAMS[language]["good"], io_tests=CASES, language=language)] * 2)
     assert [r.status for r in again] == ["passed", "passed"], [r.error for r in again]

@@ -90,7 +90,7 @@ def worker():
 
 
 def _run(worker, job):
-    return Result.from_wire(worker.run(job.to_wire(worker.limits), job.budget()), "docker")
+    return Result.from_wire(worker.run(job.to_wire(worker.limits), job.verdict_due(), job.budget()), "docker")
 
 
 @pytest.mark.docker
