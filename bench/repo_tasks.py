@@ -10,7 +10,9 @@ in the same run on the same tasks, by the peer: the way SWE-bench's harness grad
 container per grade (`docker create` + start from the same image, the patches copied in, `git apply`,
 pytest on the same FAIL_TO_PASS and PASS_TO_PASS node ids with `-rA` and the grader's ini,
 verdicts read from its
-PASSED lines, the container removed). Per level: p50, p99 and max seconds per grade, grades/s.
+PASSED lines, the container removed). At 8 concurrent the peer runs a second time where the image
+compiled the released code, with that bytecode cache (`fresh_container_cached`): the two speed-ups
+tell the cache's share from the container reuse's. Per level: p50, p99 and max seconds per grade, grades/s.
 Every rlvr grade of a gold patch must come back (`lost`: raised or never returned), none may be
 `error`, and each must score 1 (`wrong` counts those that did not). More grades at 8 concurrent
 bring the total to `--grades` (1,000).
@@ -40,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rlvr.envs.repo_env import task_image
 from rlvr.envs.repo_task import RepoTask, load_catalogue
+from rlvr.sandbox.repo_image import PYCACHE
 
 
 def pct(values: list[float], q: float) -> float:
@@ -80,17 +83,21 @@ def _tar(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def fresh_container_grade(client, task: RepoTask) -> float:
-    """SWE-bench's way: a new container per grade; the patches copied in and applied; pytest -rA; PASSED lines."""
+def fresh_container_grade(client, task: RepoTask, cached: bool = False) -> float:
+    """SWE-bench's way: a new container per grade; the patches copied in and applied; pytest -rA; PASSED lines.
+    `cached`: the same, run where the image compiled the released code (the grader's bytecode cache), to
+    tell the cache's share of the speed-up from the container's."""
     tests = list(dict.fromkeys(task.fail_to_pass + task.pass_to_pass))
+    where = "/tmp/rlvr-work" if cached else task.repo_dir
     script = "\n".join([
-        "set -u", f"cd {task.repo_dir}",
+        "set -u", *([f"cp -a {task.repo_dir} {where}"] if cached else []), f"cd {where}",
         *(["git apply /eval/setup.diff"] if task.setup_patch else []),
         "git apply /eval/model.diff",
         *(["git apply /eval/test.diff"] if task.test_patch else []),
         "if [ -d src ]; then export PYTHONPATH=$PWD/src; else export PYTHONPATH=$PWD; fi",
         # the grader's ini, as the grader runs them (a repository's addopts may need plugins the image lacks)
-        f"python3 -m pytest -c /opt/rlvr-repo/pytest.ini --rootdir {task.repo_dir} -rA -p no:cacheprovider -q "
+        f"python3 {'-X pycache_prefix=' + PYCACHE if cached else ''} -m pytest -c /opt/rlvr-repo/pytest.ini "
+        f"--rootdir {where} -rA -p no:cacheprovider -q "
         + " ".join(shlex.quote(t) for t in tests),
     ])
     container = client.containers.create(task_image(task), command=["sleep", "600"], network_mode="none",
@@ -127,6 +134,7 @@ def run_level(fn, tasks: list[RepoTask], n: int, concurrency: int) -> dict:
             latencies.append(time.monotonic() - start)
             outcomes.append(outcome)
 
+    os.sync()  # the disk writes of containers started before (pool starts, the other side's run) are not this run's
     start = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(one, jobs))
@@ -166,6 +174,11 @@ def grading(tasks: list[RepoTask], levels: list[int], counts: list[int], peer_co
         row = {"concurrency": concurrency, "rlvr": ours, "fresh_container": peer,
                "peer_wrong": sum(v != 1.0 for v in peer_values),
                "speedup": round(ours["grades_per_s"] / peer["grades_per_s"], 2)}
+        if concurrency == 8:  # the peer given rlvr's bytecode cache: what the container reuse alone buys
+            cached = run_level(lambda t: fresh_container_grade(client, t, cached=True), tasks, peer_n, concurrency)
+            row["peer_wrong"] += sum(v != 1.0 for v in cached.pop("outcomes"))
+            row["fresh_container_cached"] = cached
+            row["speedup_over_cached"] = round(ours["grades_per_s"] / cached["grades_per_s"], 2)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     done = sum(r["rlvr"]["grades"] for r in rows)

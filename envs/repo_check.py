@@ -2,7 +2,8 @@
 
 A task is sound when its gold patch scores 1 (every FAIL_TO_PASS and PASS_TO_PASS test passes) and an
 empty submission scores 0 with exactly the FAIL_TO_PASS tests failing, through the same grader an episode
-uses (fresh container, filtered diff, per-test verdicts from the grader's own plugin). The builder keeps a
+uses (a container no workspace was, filtered diff, per-test verdicts from the grader's own plugin); with
+`--attacks`, every attack of `repo_attacks` must score 0 on it too. The builder keeps a
 mutant on the evidence of its own suite runs; this check is the grader's word on the finished task, so a
 catalogue is never shipped on the builder's word alone. gymnasium's `check_env` runs on rlvr/RepoFix-v0 over
 each package's tasks as well.
@@ -60,11 +61,14 @@ def _env_check(package: str, tasks: list[RepoTask]) -> str | None:
 
 
 def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=print,
-          check_api: bool = True) -> dict:
-    """Check every task (and, with `check_api`, the env over each package's tasks with gymnasium's
-    `check_env`); returns counts per package and the unsound tasks with the reason."""
+          check_api: bool = True, attacks: bool = False) -> dict:
+    """Check every task (with `attacks`, the attacks on it as well; with `check_api`, the env over each
+    package's tasks with gymnasium's `check_env`); returns counts per package, the unsound tasks and
+    envs with the reason."""
+    from rlvr.envs.repo_attacks import check_attacks
     from rlvr.envs.repo_env import task_image
     from rlvr.sandbox.repo_grader import RepoGrader
+    from rlvr.sandbox.repo_image import fetch_sdist
 
     grader = RepoGrader(warm=workers)
     warmed = set()
@@ -77,15 +81,19 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
 
     def one(task: RepoTask):
         try:
-            return task, check_task(task, grader.grade, task_image(task), timeout)
+            why = check_task(task, grader.grade, task_image(task), timeout)
+            if why is None and attacks:
+                sdist = fetch_sdist(task.package, task.version, log=lambda _message: None)
+                why = check_attacks(task, grader.grade, task_image(task), sdist, timeout)
+            return task, why
         except Exception as exc:  # noqa: BLE001 - one broken task is reported, the check goes on
             return task, f"check raised {type(exc).__name__}: {exc}"
 
-    sound, bad = Counter(), []
+    sound, bad, bad_envs = Counter(), [], []
     for package in sorted({t.package for t in tasks} if check_api else ()):
         why = _env_check(package, [t for t in tasks if t.package == package])
         if why:
-            bad.append({"instance_id": None, "package": package, "why": why})
+            bad_envs.append({"package": package, "why": why})
             log(f"UNSOUND env of {package}: {why}")
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -97,9 +105,9 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
                     log(f"UNSOUND {task.instance_id}: {why}")
     finally:
         grader.close()
-    return {"tasks": len(tasks), "sound": sum(sound.values()), "unsound": len(bad),
+    return {"tasks": len(tasks), "sound": sum(sound.values()), "unsound": len(bad), "attacks": attacks,
             "packages": {p: sound[p] for p in sorted({t.package for t in tasks})},
-            "wall_s": round(time.monotonic() - started, 1), "bad": bad}
+            "wall_s": round(time.monotonic() - started, 1), "bad": bad, "unsound_envs": bad_envs}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--packages", default=None, help="comma-separated packages of the catalogue")
     parser.add_argument("--workers", type=int, default=2, help="grades at once (default 2)")
     parser.add_argument("--timeout", type=float, default=120.0, help="the grader's deadline per grade")
+    parser.add_argument("--attacks", action="store_true",
+                        help="grade every attack of rlvr.envs.repo_attacks on each task too (each must score 0)")
     parser.add_argument("--no-check-env", action="store_true",
                         help="skip gymnasium's check_env on rlvr/RepoFix-v0 over each package's tasks")
 
@@ -121,6 +131,6 @@ def run(args: argparse.Namespace) -> int:
     if not tasks:
         raise ValueError("no tasks to check")
     result = check(tasks, workers=args.workers, timeout=args.timeout, check_api=not args.no_check_env,
-                   log=lambda m: print(m, file=sys.stderr, flush=True))
+                   attacks=args.attacks, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps(result))
-    return 0 if not result["unsound"] else 1
+    return 0 if not (result["unsound"] or result["unsound_envs"]) else 1

@@ -20,6 +20,7 @@ and pytest only: it runs on the container's Python, not the host's.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -37,6 +38,7 @@ import repo_plugin  # noqa: E402
 from _pytest.config import get_config  # noqa: E402 - pytest is pinned (repo_image.TEST_WHEELS)
 
 get_config()  # imports every builtin plugin now, not in each forked test process (a tenth of a grade)
+gc.freeze()  # and a test process's collector never touches (so never copies) the pages it shares with us
 
 REPO = os.environ.get("RLVR_REPO_DIR", "/repo")
 WORK = "/tmp/rlvr-work"  # always here: the image's bytecode cache is keyed by the copy's path

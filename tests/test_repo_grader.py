@@ -159,9 +159,27 @@ def test_repo_check_passes_a_sound_task_and_says_what_is_wrong_with_an_unsound_o
 def test_repo_check_counts_sound_tasks_per_package_with_check_env(task):
     from rlvr.envs.repo_check import check
 
-    result = check([task], workers=1)
-    assert (result["tasks"], result["sound"], result["unsound"], result["bad"]) == (1, 1, 0, [])
-    assert result["packages"] == {task.package: 1}
+    result = check([task], workers=1, attacks=True)
+    assert (result["tasks"], result["sound"], result["unsound"], result["bad"]) == (1, 1, 0, []), result
+    assert result["packages"] == {task.package: 1} and result["unsound_envs"] == [] and result["attacks"]
+
+
+def test_every_attack_on_a_task_scores_zero_and_a_naive_grade_is_caught(grader, image, task):
+    """`rlvr repo check --attacks` on one task passes; with a grade that any attack can win (one that grades
+    the gold patch whatever diff comes) the same check fails."""
+    from rlvr.envs.repo_attacks import PACKAGE_CODE, PLANTED, attack_diffs, check_attacks
+    from rlvr.sandbox.repo_image import fetch_sdist
+
+    sdist = fetch_sdist(task.package, task.version, log=lambda _message: None)
+    graded, dropped = attack_diffs(task, sdist)
+    assert set(graded) == set(PACKAGE_CODE) and {f"planted {p}" for p in PLANTED} <= set(dropped)
+    assert all(task.mutation.file in d for d in graded.values())
+    assert check_attacks(task, grader.grade, image, sdist) is None
+
+    def gold_whatever_comes(image, repo_dir, setup_patch, diff, *args, **kwargs):
+        return grader.grade(image, repo_dir, setup_patch, task.gold_patch, *args, **kwargs)
+
+    assert check_attacks(task, gold_whatever_comes, image, sdist).startswith("attack ")
 
 
 def _buggy_and_fixed(task: RepoTask) -> tuple[str, list[str], list[str]]:
