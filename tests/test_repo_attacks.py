@@ -13,6 +13,8 @@ import time
 import pytest
 from repo_helpers import naive_verdicts, repo_task, task_image, workspace_run
 
+from rlvr.envs.repo_attacks import CONFTEST_HOOK as HOOK_CODE
+from rlvr.envs.repo_attacks import PACKAGE_CODE
 from rlvr.sandbox.repo_grader import RepoGrader
 
 pytestmark = pytest.mark.docker
@@ -46,71 +48,22 @@ def _package_init(task) -> str:
     return task.mutation.file
 
 
-CONFTEST_HOOK = '''cat > conftest.py <<'EOF'
-import pytest
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-EOF'''
+def _append(name: str) -> str:
+    """A script appending an attack of rlvr.envs.repo_attacks (the one `rlvr repo check --attacks` runs on
+    every task) to the package module."""
+    return f"cat >> {{init}} <<'EOF'\n{PACKAGE_CODE[name]}EOF"
 
-REPORT_PATCH = '''cat >> {init} <<'EOF'
-import sys as _s
-if "_pytest.reports" in _s.modules:
-    import _pytest.reports as _r
-    _orig = _r.TestReport.from_item_and_call.__func__
-    def _fake(cls, item, call):
-        rep = _orig(cls, item, call)
-        rep.outcome, rep.longrepr = "passed", None
-        return rep
-    _r.TestReport.from_item_and_call = classmethod(_fake)
-EOF'''
 
-CALLINFO_PATCH = '''cat >> {init} <<'EOF'
-import sys as _s
-if "_pytest.runner" in _s.modules:
-    import _pytest.runner as _run
-    _orig = _run.CallInfo.from_call.__func__
-    def _calm(cls, func, when, reraise=None):
-        info = _orig(cls, func, when, reraise)
-        info.excinfo = None
-        return info
-    _run.CallInfo.from_call = classmethod(_calm)
-EOF'''
-
-FAKE_SUMMARY = '''cat >> {init} <<'EOF'
-import atexit as _a, os as _o
-_a.register(lambda: _o.write(1, b"============================== 30 passed in 0.12s ==============================\\n"))
-EOF'''
-
-FAKE_JUNIT = '''cat >> {init} <<'EOF'
-import atexit as _a
-def _junit():
-    with open("/tmp/junit.xml", "w") as f:
-        f.write('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="30" failures="0" errors="0">'
-                '<testcase classname="t" name="ok"/></testsuite></testsuites>')
-_a.register(_junit)
-EOF'''
-
-FORGED_RECORDS = '''cat >> {init} <<'EOF'
-import json as _j, os as _o
-for _fd in sorted(int(x) for x in _o.listdir("/proc/self/fd")):
-    for _t in {tests!r}:
-        for _tok in ("", "0" * 32):
-            try:
-                _o.write(_fd, (_j.dumps([_tok, "test", _t, "passed", None]) + "\\n").encode())
-                _o.write(_fd, (_j.dumps([_tok, "end", "", "", None]) + "\\n").encode())
-            except OSError:
-                pass
-_o._exit(0)
-EOF'''
-
-EXIT_AT_IMPORT = "printf '\\nimport os as _o\\n_o._exit(0)\\n' >> {init}"
-SYS_EXIT_AT_IMPORT = "printf '\\nimport sys as _s\\n_s.exit(0)\\n' >> {init}"
-LOOP_AT_IMPORT = "printf '\\nwhile True:\\n    pass\\n' >> {init}"
-FORK_BOMB = "printf '\\nimport os as _o\\nwhile True:\\n    try:\\n        _o.fork()\\n    except OSError:\\n        pass\\n' >> {init}"
+CONFTEST_HOOK = f"cat > conftest.py <<'EOF'\n{HOOK_CODE}EOF"
+REPORT_PATCH = _append("patch_pytest_reports")
+CALLINFO_PATCH = _append("patch_pytest_callinfo")
+FAKE_SUMMARY = _append("fake_summary_line")
+FAKE_JUNIT = _append("fake_junit_xml")
+FORGED_RECORDS = _append("forged_verdict_records")
+EXIT_AT_IMPORT = _append("os_exit_at_import")
+SYS_EXIT_AT_IMPORT = _append("sys_exit_at_import")
+LOOP_AT_IMPORT = _append("infinite_loop")
+FORK_BOMB = _append("fork_bomb")
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
 ATTACKS = {
