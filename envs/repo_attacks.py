@@ -131,7 +131,7 @@ def _deletion(path: str, text: str) -> str:
 
 
 def check_attacks(task: RepoTask, grade: Callable[..., object], image: str, sdist: Path,
-                  timeout: float = 60.0, slow_timeout: float = 5.0) -> str | None:
+                  timeout: float = 60.0, slow_timeout: float = 3.0) -> str | None:
     """Why an attack on `task` was not scored 0, or None when every one was."""
     from rlvr.sandbox.repo_grader import filter_diff
 

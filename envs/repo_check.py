@@ -97,7 +97,9 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
             log(f"UNSOUND env of {package}: {why}")
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for task, why in pool.map(one, tasks):
+            for done, (task, why) in enumerate(pool.map(one, tasks), 1):
+                if done % 25 == 0 or done == len(tasks):
+                    log(f"checked {done} of {len(tasks)} tasks in {time.monotonic() - started:.0f} s")
                 if why is None:
                     sound[task.package] += 1
                 else:

@@ -3,6 +3,7 @@ a partial fix its fraction, dropped paths named, a hung test failing with the gr
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -216,3 +217,17 @@ def test_a_container_the_tests_left_clean_grades_again_and_one_with_leftovers_is
         assert first.info["container"] != second.info["container"]
     finally:
         once.close()
+
+
+def test_failure_messages_carry_no_memory_addresses(grader, image, task):
+    """`<function f at 0x7f...>` in an assertion message differs from run to run; the grade's info must not
+    (gymnasium's check_env compares a step's info across two runs)."""
+    path, buggy, _ = _buggy_and_fixed(task)
+    objects = ("import types as _t\nfor _n, _v in list(globals().items()):\n"
+               "    if isinstance(_v, _t.FunctionType) and not _n.startswith('_'):\n"
+               "        globals()[_n] = lambda *a, **k: object()\n")
+    diff = unified_diff(path, "".join(buggy), "".join(buggy) + objects)
+    grade = _grade(grader, image, task, diff)
+    messages = [f["message"] for f in grade.info["failures"].values()]
+    assert grade.value == 0.0 and any("object at 0x..." in m for m in messages), messages[:2]
+    assert not any(re.search(r"0x[0-9a-f]{6,}", m) for m in messages), messages[:2]
