@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Multi-turn rollout throughput vs single-turn sampling of the same number of tokens, on two envs.
+"""Multi-turn rollout throughput vs single-turn sampling, in sampled tokens a second, on two envs.
 
-SmolLM2-135M-Instruct plays whole episodes through the trainer's episode loop (`trainer/rollout.py`)
+SmolLM2-135M-Instruct plays whole episodes through the trainer's episode loop (`trainer/rollout/loop.py`)
 with the local sampler (one KV cache carried across turns; each env reply is run through it as
 one prefill) on
 - `selfcheck`: rlvr/MathSelfCheck-v0 (answer, then the env asks for a check: two assistant turns
@@ -10,20 +10,22 @@ one prefill) on
   multiplication table of n clipped to the python tool's 1000-character cap (~830 tokens: a long
   tool output). Pure Python, no Docker. One worked call in the prompt shows the call format;
   an episode is a call and an answer (`max_tool_calls=1`, `max_turns=2`).
-The peer is plain single-turn sampling (`trainer/generation.sample`) of the same prompts and
-group size, with every completion forced to the episodes' mean length (EOS ignored), so both
-process the same number of tokens after the prompt. Also measured: the same episodes played
-turn by turn with the episode's ids encoded again each turn (the loop's `TurnByTurn` session over
-the local sampler, as a generator with only `sample` gets), what a rollout without a carried
-cache costs.
+The peer is plain single-turn sampling (`trainer/rollout/sampler.sample`) of the same prompts and
+group size, with every completion forced to the episodes' mean number of sampled tokens (EOS ignored).
+Also measured: the same episodes played turn by turn with the episode's ids encoded again each turn
+(the loop's `TurnByTurn` session over the local sampler, as a generator with only `sample` gets), what
+a rollout without a carried cache costs.
 
-Tokens counted: every token after the prompt (sampled and env): the episodes feed the env's tokens
-as one prefill, the peer decodes all of its tokens, so the ratio is what a multi-turn rollout costs
-against single-turn sampling of as long a sequence, not a decoding speed. Medians over `--repeats`
-runs; each run plays the episodes first and then the single-turn sampling (its length comes from the
-episodes), and the ratio is the median of each run's paired ratio (both measured back to back).
-Ends with `RESULT {"selfcheck": {"multiturn_tokens_per_s": ..., "singleturn_tokens_per_s": ...,
-"ratio": ...}, "tool": {...}}`.
+Like for like, every rate is sampled tokens (the policy's own, the ones trained on) per second of
+wall time, the env replies' prefill counted in the episodes' time: `ratio` is the episodes' rate over
+single-turn sampling of as many sampled tokens (below 1: what playing an env costs on top of
+sampling), `reencode_ratio` the carried cache's rate over re-encoding each turn. `all_tokens_per_s`
+also counts the env's tokens (fed as one prefill), which the peer would have to decode: it is no
+sampling speed and has no ratio. Medians over `--repeats` runs; each run plays the episodes first and
+then the single-turn sampling (its length comes from the episodes), and a ratio is the median of each
+run's paired ratio (both measured back to back).
+Ends with `RESULT {"selfcheck": {"multiturn_sampled_tokens_per_s": ..., "singleturn_tokens_per_s": ...,
+"ratio": ..., "reencode_sampled_tokens_per_s": ..., "reencode_ratio": ...}, "tool": {...}}`.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
     envs = make_envs(env_id, kwargs, n_eps)
     indices = list(range(args.prompts))
     budget = 2 * args.max_new_tokens + (1200 if name == "tool" else 200)
-    multi, single, reencode, multi_sampled = [], [], [], []
+    multi, single, reencode, all_tokens = [], [], [], []
     for r in range(args.repeats):
         t0 = time.perf_counter()
         groups = local_rollout(model, tok, envs, indices, seed=r, group_size=args.group,
@@ -117,18 +119,18 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
         infos = [i for g in groups for i in g.infos]
         turns = statistics.fmean(i["turns"] for i in infos)
         calls = statistics.fmean(i.get("tool_calls", 0) for i in infos)
-        multi.append(tokens / seconds)
-        multi_sampled.append(sampled / seconds)
+        multi.append(sampled / seconds)
+        all_tokens.append(tokens / seconds)
 
-        length = round(tokens / n_eps)  # the same total, as single-turn completions of one fixed length
+        length = round(sampled / n_eps)  # as many sampled tokens, as single-turn completions of one length
         t0 = time.perf_counter()
         out = sample(model, [g.prompt_ids for g in groups], SamplingSettings(n=args.group, max_new_tokens=length),
                      [prompt_seed(r, i) for i in indices], tok.pad_token_id)
         seconds_single = time.perf_counter() - t0
         single.append(sum(len(c) for s in out for c in s.completion_ids) / seconds_single)
-        line = (f"{name} run {r}: multi-turn {tokens} tokens ({sampled} sampled, {turns:.2f} turns and {calls:.2f} "
-                f"tool calls/episode) in {seconds:.1f}s = {multi[-1]:.1f} tok/s; single-turn {n_eps} x {length} in "
-                f"{seconds_single:.1f}s = {single[-1]:.1f} tok/s")
+        line = (f"{name} run {r}: multi-turn {sampled} sampled tokens ({tokens} with the env's, {turns:.2f} turns and "
+                f"{calls:.2f} tool calls/episode) in {seconds:.1f}s = {multi[-1]:.1f} sampled tok/s; single-turn "
+                f"{n_eps} x {length} in {seconds_single:.1f}s = {single[-1]:.1f} tok/s")
         if not args.no_reencode:
             settings = SamplingSettings(n=args.group, max_new_tokens=args.max_new_tokens,
                                         stop_token_ids=tuple(eos_ids(tok, model)))
@@ -142,16 +144,20 @@ def measure(name, env_id, kwargs, model, tok, args) -> dict:
         print(line, flush=True)
     for env in envs:
         env.close()
-    # ratio: the median of the runs' paired ratios (each pair measured back to back, under the same load)
-    ratio = statistics.median(a / b for a, b in zip(multi, single))
-    result = {"multiturn_tokens_per_s": round(statistics.median(multi), 2),
-              "singleturn_tokens_per_s": round(statistics.median(single), 2), "ratio": round(ratio, 3),
-              "paired_ratios": [round(a / b, 3) for a, b in zip(multi, single)]}
-    if reencode:  # sampled tokens only: with the cache carried vs the conversation re-encoded each turn
-        result["multiturn_sampled_tokens_per_s"] = round(statistics.median(multi_sampled), 2)
-        result["reencode_sampled_tokens_per_s"] = round(statistics.median(reencode), 2)
-    return result
 
+    def paired(a: list[float], b: list[float]) -> tuple[float, list[float]]:
+        """The median of the runs' paired ratios (each pair measured back to back, under the same load)."""
+        ratios = [x / y for x, y in zip(a, b)]
+        return round(statistics.median(ratios), 3), [round(x, 3) for x in ratios]
+
+    ratio, ratios = paired(multi, single)
+    result = {"multiturn_sampled_tokens_per_s": round(statistics.median(multi), 2),
+              "singleturn_tokens_per_s": round(statistics.median(single), 2), "ratio": ratio,
+              "paired_ratios": ratios, "all_tokens_per_s": round(statistics.median(all_tokens), 2)}
+    if reencode:
+        result["reencode_sampled_tokens_per_s"] = round(statistics.median(reencode), 2)
+        result["reencode_ratio"], result["reencode_paired_ratios"] = paired(multi, reencode)
+    return result
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -36,6 +36,7 @@ BUILTINS = [
     ("rlvr/HumanEval-v0", "humaneval", "HumanEval function completion, scored in the sandbox (path)"),
     ("rlvr/MBPP-v0", "mbpp", "MBPP Python problems, scored in the sandbox (split test/train/validation/prompt/full)"),
     ("rlvr/StdioCode-v0", "stdio_code", "packaged stdin/stdout programming problems, scored in the sandbox (difficulty 1-3)"),
+    ("rlvr/CodeMix-v0", "code_mix", "a weighted mixture of code sources, one reward (parts={mbpp: {split: train}, codegen: {difficulty: 1, weight: 2}})"),
     ("rlvr/CodeFeedback-v0", "code_feedback", "multi-turn code: failing tests come back (tasks mbpp/humaneval/codegen/stdio, max_turns)"),
     ("rlvr/MathSelfCheck-v0", "math_self_check", "math with an optional self-check turn (tasks arithmetic/gsm8k/math500/...)"),
     ("rlvr/InstructionFollowing-v0", "instruction_following", "writing requests with 1-3 IFEval-style instructions (difficulty, mode strict/loose, partial)"),
@@ -54,7 +55,7 @@ FAMILIES = {
     "rlvr/MATH500-v0": "math", "rlvr/MATH-v0": "math", "rlvr/DeepScaleR-v0": "math", "rlvr/AIME2024-v0": "math",
     "rlvr/AIME2025-v0": "math", "rlvr/MathSelfCheck-v0": "math", "rlvr/ToolMath-v0": "math",
     "rlvr/CodeGen-v0": "code", "rlvr/HumanEval-v0": "code", "rlvr/MBPP-v0": "code", "rlvr/StdioCode-v0": "code",
-    "rlvr/CodeFeedback-v0": "code", "rlvr/CodeContests-v0": "code", "rlvr/TACO-v0": "code", "rlvr/APPS-v0": "code",
+    "rlvr/CodeFeedback-v0": "code", "rlvr/CodeMix-v0": "code", "rlvr/CodeContests-v0": "code", "rlvr/TACO-v0": "code", "rlvr/APPS-v0": "code",
     "rlvr/InstructionFollowing-v0": "instructions",
 }
 

@@ -14,6 +14,7 @@ from rlvr.envs.datasets import (
     MathTrainTasks,
     MBPPTasks,
 )
+from rlvr.envs.mixture import MixedTasks
 from rlvr.envs.multiturn import CodeFeedbackEnv, MathSelfCheckEnv
 from rlvr.envs.tasks import TaskSource
 from rlvr.envs.tasks_algebra import LinearEquationTasks
@@ -52,6 +53,24 @@ def _pick(table: dict[str, type[TaskSource]]):
     return source
 
 
+def _mixture(table: dict[str, type[TaskSource]]):
+    def source(parts: dict[str, dict[str, Any]] | None = None) -> MixedTasks:
+        """`parts`: {source name: its kwargs, with an optional `weight` (default 1)}."""
+        if not isinstance(parts, dict) or not parts:
+            raise ValueError(f"parts must map source names ({', '.join(table)}) to their kwargs; got {parts!r}")
+        unknown = sorted(set(parts) - set(table))
+        if unknown:
+            raise ValueError(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(table)}")
+        built = []
+        for name, kwargs in parts.items():
+            kwargs = dict(kwargs or {})
+            weight = kwargs.pop("weight", 1.0)
+            built.append((table[name](**kwargs), weight))
+        return MixedTasks(built)
+
+    return source
+
+
 arithmetic = env_factory(ArithmeticTasks)
 linear_equation = env_factory(LinearEquationTasks)
 linear_system = env_factory(_linear_system)
@@ -72,5 +91,6 @@ code_contests = env_factory(CodeContestsTasks)
 taco = env_factory(TACOTasks)
 apps = env_factory(APPSTasks)
 reasoning_gym = env_factory(ReasoningGymTasks)  # rg/<dataset>-v0, with kwargs {"dataset": ...}
+code_mix = env_factory(_mixture(CODE_SOURCES))
 code_feedback = env_factory(_pick(CODE_SOURCES), CodeFeedbackEnv, ("max_turns",))
 math_self_check = env_factory(_pick(MATH_SOURCES), MathSelfCheckEnv, ("self_check",))

@@ -107,3 +107,15 @@ def test_code_feedback_stops_after_max_turns():
     assert terminated and info["turn_rewards"] == [0.0, 0.0] and info["final_reward"] == 0.0
     with pytest.raises(ValueError, match="max_turns"):
         gym.make("rlvr/CodeFeedback-v0", max_turns=0)
+
+
+def test_a_code_mixture_scores_its_tasks_in_the_sandbox():
+    envs = [gym.make("rlvr/CodeMix-v0", parts={"codegen": {"difficulty": 1}})
+            for _ in range(3)]
+    completions = []
+    for b, env in enumerate(envs):
+        env.reset(seed=b)
+        name = env.unwrapped.task.fields.get("entry_point")
+        completions.append([fenced(SOLUTIONS[name]), fenced(f"def {name}(*args):\n    return None\n")])
+    for (right, info), (wrong, _) in score_groups(envs, completions):
+        assert right == 1.0 and info["correct"] and wrong == 0.0

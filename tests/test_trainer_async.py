@@ -16,7 +16,7 @@ import torch
 from rlvr.trainer import lora
 from rlvr.trainer.config import TrainConfig, load_config
 from rlvr.trainer.grpo import GRPOTrainer
-from rlvr.trainer.metrics import read_jsonl
+from rlvr.trainer.metrics import TIMING, read_jsonl
 
 needs.module("ray")
 
@@ -24,7 +24,6 @@ from rlvr.trainer.async_grpo import AsyncGRPOTrainer  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-TIMING = {"step_s", "gen_s", "tokens_per_s"}
 ASYNC_ONLY = {"policy_version", "staleness", "stale_dropped", "worker_restarts", "is_ratio_mean", "is_ratio_max",
               "is_corrected_frac", "sync_s", "worker_sync_s", "worker_gen_s", "worker_sample_s", "worker_score_s",
               "trainer_gen_s"}

@@ -19,10 +19,9 @@ from test_trainer_toy_env import Letters
 
 from rlvr.trainer.config import TrainConfig
 from rlvr.trainer.grpo import GRPOTrainer
-from rlvr.trainer.metrics import read_jsonl
+from rlvr.trainer.metrics import TIMING, read_jsonl
 
 TESTS = Path(__file__).resolve().parent
-TIMING = {"step_s", "gen_s", "tokens_per_s"}
 # KL to a reference, two optimisation passes (old log-probs), batch-scaled rewards: every cross-rank path
 SETTINGS = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
                 max_new_tokens=8, lr=3e-2, min_lr_ratio=1.0, threads=1, progress=False, checkpoint_every=1,

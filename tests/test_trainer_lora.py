@@ -13,13 +13,12 @@ from rlvr.cli import main as rlvr_main
 from rlvr.trainer.config import TrainConfig, load_config
 from rlvr.trainer.grpo import GRPOTrainer
 from rlvr.trainer.logprobs import group_logprobs
-from rlvr.trainer.metrics import read_jsonl
+from rlvr.trainer.metrics import TIMING, read_jsonl
 from rlvr.trainer.models import load_model
 from rlvr.trainer.packed_weights import can_pack
 from rlvr.trainer.rollout.envs import make_envs
 from rlvr.trainer.rollout.loop import local_rollout
 
-TIMING = {"step_s", "gen_s", "tokens_per_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
            max_new_tokens=8, lr=3e-2, min_lr_ratio=1.0, threads=1, progress=False, lora={"rank": 8, "alpha": 16})
 

@@ -20,11 +20,10 @@ from rlvr.cli import main as rlvr_main
 from rlvr.trainer import checkpoint
 from rlvr.trainer.config import TrainConfig, load_config
 from rlvr.trainer.grpo import GRPOTrainer, lr_factor
-from rlvr.trainer.metrics import read_jsonl
+from rlvr.trainer.metrics import TIMING, read_jsonl
 from rlvr.trainer.packed_weights import _packed_bf16_forward, can_pack
 
 TESTS = Path(__file__).resolve().parent
-TIMING = {"step_s", "gen_s", "tokens_per_s"}
 TOY = dict(model="tiny", env="test_trainer_toy_env:Letters-v0", prompts_per_step=4, group_size=8,
            max_new_tokens=8, lr=3e-2, threads=1, progress=False)
 

@@ -372,6 +372,8 @@ class GRPOTrainer:
             stats["entropy_tokens"], sum(len(c) for g in groups for c in g.completion_ids), stats["sampler_kl"]])
         n_groups, n_kept, clipped, kl, tokens, entropy, entropy_tokens, gen_tokens, sampler_kl = sums
         rewards = [r[0] for r in rows]
+        # seconds of the step in the envs (sandbox scoring, tools; the slowest rank's): scoring is never unseen
+        env_s = distributed.max_value(sum(g.env_s for g in groups))
         record = {
             "step": self.step,
             "lr": lr,
@@ -398,6 +400,8 @@ class GRPOTrainer:
             "env_kwargs": self.env_kwargs,
             "step_s": step_s,
             "gen_s": gen_s,
+            "env_s": env_s,
+            "env_share": env_s / step_s if step_s else 0.0,
             "tokens_per_s": gen_tokens / step_s if step_s else 0.0,
             "errors": int(distributed.sum_values([sum(g.errors for g in groups)])[0]),  # left out: sandbox etc. failed
             **episode_metrics(groups),

@@ -10,6 +10,9 @@ import json
 import os
 from pathlib import Path
 
+# Clock readings in a step's record, not results: two runs of one seed agree on everything else.
+TIMING = frozenset({"step_s", "gen_s", "tokens_per_s", "env_s", "env_share"})
+
 
 class JsonlLog:
     def __init__(self, path: str | Path):

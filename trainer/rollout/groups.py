@@ -30,6 +30,7 @@ class Group:
     # (a message generator gives no ids: the log-probs of the tokens it sampled, where it gives them)
     weights: list[list[int]] | None = None  # multi-turn: 1 on sampled tokens, 0 on env tokens (rollout/chat.py)
     errors: int = 0  # completions scored `error` (infrastructure) left out of the group
+    env_s: float = 0.0  # seconds in the env (scoring, tools): the group's even share of its batch's
 
     @property
     def correct(self) -> list[bool]:
@@ -64,4 +65,4 @@ def drop_errors(group: Group) -> Group:
 
     return Group(group.index, group.prompt_ids, pick(group.completion_ids), pick(group.truncated), pick(group.texts),
                  pick(group.rewards), pick(group.infos), pick(group.sample_logps), weights=pick(group.weights),
-                 errors=group.errors + len(group.infos) - len(keep))
+                 errors=group.errors + len(group.infos) - len(keep), env_s=group.env_s)

@@ -25,6 +25,7 @@ An episode's return is its final reward (`episode_return: final`) or the sum of 
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -141,14 +142,17 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
                   [ep.tokens for ep in episodes])
     session = start(generator, batch, settings)
     pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows))))
+    env_s = 0.0  # seconds in the envs' steps (tools, multi-turn scoring), the sampler waiting
     try:
         live = len(rows)
         while live:
             turns = session.turns()
             if not turns:
                 raise RuntimeError(f"the generator gave no turn while {live} episodes wait for one")
+            t0 = time.perf_counter()
             answers = list(pool.map(lambda t: _take(episodes[t.row], t, tokenizer, settings.stop_token_ids, budget,
                                                     multiturn), turns))
+            env_s += time.perf_counter() - t0
             for t, answer in zip(turns, answers):
                 if answer is None:
                     session.finish(t.row)
@@ -159,7 +163,7 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
         session.close()
         pool.shutdown()
     return _groups(episodes, per_prompt, firsts, indices or list(range(prompts)), n, tokenizer, multiturn,
-                   episode_return)
+                   episode_return, env_s)
 
 
 def _call_test(tokenizer, rows: list):
@@ -175,9 +179,11 @@ def _call_test(tokenizer, rows: list):
     return ends_call
 
 
-def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, episode_return) -> list[Group]:
+def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, episode_return,
+            env_s: float) -> list[Group]:
     """One Group per prompt: multi-turn episodes have their outcome from the env's steps, single-turn
-    completions are scored in one batch (an `error` turn keeps its error info and 0)."""
+    completions are scored in one batch (an `error` turn keeps its error info and 0). `env_s`: the
+    seconds spent in the envs so far, shared evenly between the groups with the scoring's."""
     groups = [episodes[p * n:(p + 1) * n] for p in range(len(prompts))]
     if multiturn:
         outcomes = [[_outcome(tokenizer, ep, episode_return) for ep in eps] for eps in groups]
@@ -185,12 +191,16 @@ def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, epi
                   else "\n\n".join(ep.replies) for ep in eps] for eps in groups]
     else:
         texts = [[ep.replies[0] if ep.replies else "" for ep in eps] for eps in groups]
+        t0 = time.perf_counter()
+        scores = score(per_prompt, texts)
+        env_s += time.perf_counter() - t0
         outcomes = [[(float(r), info) if ep.error is None else (0.0, ep.info) for (r, info), ep in zip(scored, eps)]
-                    for scored, eps in zip(score(per_prompt, texts), groups)]
+                    for scored, eps in zip(scores, groups)]
     weighted = multiturn and tokenizer is not None
     return [Group(index, prompt if tokenizer is not None else [], [ep.tokens for ep in eps],
                   [ep.cut if multiturn else ep.truncated for ep in eps], text, [r for r, _ in out], [i for _, i in out],
-                  [ep.logps for ep in eps], weights=[ep.weights for ep in eps] if weighted else None)
+                  [ep.logps for ep in eps], weights=[ep.weights for ep in eps] if weighted else None,
+                  env_s=env_s / len(groups))
             for index, prompt, eps, text, out in zip(indices, prompts, groups, texts, outcomes)]
 
 
