@@ -5,8 +5,9 @@ Trains configs/code-lora-smollm2.yaml (the recipe; its comments say why each cho
 of training time (the trainer's max_minutes, which does not count evaluations) once per seed in
 `--seeds`, `--parallel` runs at a time (one torch thread each), and measures greedy pass@1 (every
 test passing), before training and after:
-- rlvr/CodeGen-v0 at difficulty 1 and 2, each on the config's `eval_prompts` held-out prompts from
-  `eval_seed` (the trainer's own evaluation, every `--eval-every` steps, gives the curve);
+- rlvr/CodeGen-v0 at difficulty 1: the trainer's own held-out evaluation (the recipe's `eval_env`),
+  on `eval_prompts` prompts from `eval_seed`, also every `--eval-every` steps for the curve;
+- rlvr/CodeGen-v0 at difficulty 2 on the same seeds (report only);
 - MBPP's test split, its 500 tasks each once (`--mbpp-limit` fewer; 0 skips it).
 It also reports the share of step time spent in the envs, i.e. the sandbox scoring (`env_s` /
 `step_s` summed over the run), so scoring is never the unseen bottleneck. Needs Docker (the
@@ -38,7 +39,8 @@ MBPP = "rlvr/MBPP-v0"
 
 
 def evaluations(trainer, mbpp_limit: int) -> dict:
-    """Greedy pass@1 of the trainer's model on CodeGen difficulty 1 and 2 (its held-out seeds) and MBPP's test split."""
+    """Greedy pass@1 of the trainer's model on CodeGen difficulty 2 (its held-out seeds) and MBPP's test split
+    (difficulty 1 is the trainer's own held-out evaluation)."""
     import torch
 
     from rlvr.envs.base import ENV_OPTIONS
@@ -51,12 +53,12 @@ def evaluations(trainer, mbpp_limit: int) -> dict:
     cfg, model, tok = trainer.config, trainer.model, trainer.tokenizer
     tokens = cfg.eval_max_new_tokens or cfg.max_new_tokens
     # the recipe's env options (system prompt, reward weights) apply to every evaluation set
-    options = {k: v for k, v in {**cfg.env_kwargs, **cfg.eval_env_kwargs}.items() if k in ENV_OPTIONS}
+    options = {k: v for k, v in cfg.eval_target(0)[1].items() if k in ENV_OPTIONS}
     # as the trainer's own evaluation samples: fp32 weights packed for oneDNN, no gradients
     with torch.no_grad(), packed_linears(model, enabled=True, rows=cfg.eval_batch_size, dtype=torch.float32):
-        out = {f"d{d}": evaluate_held_out(model, tok, CODEGEN, {**options, "difficulty": d}, cfg.eval_prompts,
-                                          seed=cfg.eval_seed, max_new_tokens=tokens,
-                                          batch=cfg.eval_batch_size)["accuracy"] for d in (1, 2)}
+        out = {"d2": evaluate_held_out(model, tok, CODEGEN, {**options, "difficulty": 2}, cfg.eval_prompts,
+                                       seed=cfg.eval_seed, max_new_tokens=tokens,
+                                       batch=cfg.eval_batch_size)["accuracy"]}
         if mbpp_limit:
             result = evaluate_pass_at_k(MBPP, LocalGenerator(model, tok.pad_token_id), tokenizer=tok,
                                         env_kwargs={**options, "split": "test"}, limit=mbpp_limit,
@@ -75,6 +77,10 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
 
     config = load_config(config_path, ["steps=5000", "progress=false", "threads=1", f"eval_every={eval_every}",
                                        f"max_minutes={minutes}", *overrides])
+    env, kwargs = config.eval_target(0)
+    if env != CODEGEN or kwargs.get("difficulty") != 1 or not config.eval_prompts:
+        raise SystemExit(f"{config_path}: the held-out evaluation must be {CODEGEN} at difficulty 1 (eval_env, "
+                         f"eval_env_kwargs, eval_prompts > 0); it is {env} {kwargs}, {config.eval_prompts} prompts")
     shutil.rmtree(run_dir, ignore_errors=True)
     load_before = os.getloadavg()
     trainer = GRPOTrainer(config, run_dir)
@@ -94,7 +100,7 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
               f"{r['step_s']:.1f}s (envs {r['env_s']:.1f}s) {r['env_kwargs']}")
     step_s = sum(r["step_s"] for r in records)
     summary = {"seed": config.seed, "steps": len(records), "minutes": round(elapsed, 1),
-               "accuracy_before": before["d1"], "accuracy_after": after["d1"],
+               "accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
                "d2_before": before["d2"], "d2_after": after["d2"],
                "mbpp_before": before.get("mbpp"), "mbpp_after": after.get("mbpp"),
                "scoring_share": round(sum(r["env_s"] for r in records) / step_s, 4) if step_s else None,

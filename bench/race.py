@@ -84,8 +84,7 @@ def held_out(cfg, model, tokenizer) -> float:
     model.eval()
     try:
         with torch.no_grad(), packed_linears(model, enabled=True, rows=cfg.eval_batch_size, dtype=torch.float32):
-            result = evaluate_held_out(model, tokenizer, cfg.env, {**cfg.env_kwargs, **cfg.eval_env_kwargs},
-                                       cfg.eval_prompts, seed=cfg.eval_seed,
+            result = evaluate_held_out(model, tokenizer, *cfg.eval_target(0), cfg.eval_prompts, seed=cfg.eval_seed,
                                        max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                                        batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
     finally:

@@ -55,7 +55,10 @@ def _pick(table: dict[str, type[TaskSource]]):
 
 def _mixture(table: dict[str, type[TaskSource]]):
     def source(parts: dict[str, dict[str, Any]] | None = None) -> MixedTasks:
-        """`parts`: {source name: its kwargs, with an optional `weight` (default 1)}."""
+        """`parts`: {source name: its kwargs, with an optional `weight` (default 1)}; by default MBPP's
+        train split and CodeGen at difficulty 1, alike."""
+        if parts is None:
+            parts = {"mbpp": {"split": "train"}, "codegen": {"difficulty": 1}}
         if not isinstance(parts, dict) or not parts:
             raise ValueError(f"parts must map source names ({', '.join(table)}) to their kwargs; got {parts!r}")
         unknown = sorted(set(parts) - set(table))

@@ -16,7 +16,8 @@ from rlvr.envs import BUILTINS
 from rlvr.registry import list_envs
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
-DATASET_ENVS = {"rlvr/GSM8K-v0", "rlvr/MATH500-v0", "rlvr/HumanEval-v0", "rlvr/MBPP-v0", "rlvr/CodeFeedback-v0"}
+DATASET_ENVS = {"rlvr/GSM8K-v0", "rlvr/MATH500-v0", "rlvr/HumanEval-v0", "rlvr/MBPP-v0", "rlvr/CodeFeedback-v0",
+                "rlvr/CodeMix-v0"}
 FIXTURES = {  # env id -> (records, writer) for the sets that are read from the hub
     "rlvr/MATH-v0": (MATH_RECORDS, write_parquet),
     "rlvr/DeepScaleR-v0": ([{"problem": "What is 6 * 7?", "answer": "42", "solution": ""}], write_jsonl),

@@ -48,7 +48,7 @@ def test_bad_mixtures_are_refused(parts, message):
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({}, "parts must map"),
+    ({"parts": {}}, "parts must map"),
     ({"parts": {"mbpq": {}}}, "unknown part"),
 ])
 def test_the_env_names_what_is_wrong_with_its_parts(kwargs, message):

@@ -230,3 +230,15 @@ def test_a_finished_run_dir_is_not_overwritten(toy_run):
     with pytest.raises(ValueError, match="already holds a run"):
         GRPOTrainer(TrainConfig(**TOY, steps=1), run_dir)
     assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])["step"] == 1
+
+
+def test_held_out_evaluation_plays_eval_env_when_one_is_named(tmp_path):
+    """`eval_env`: training on the toy env, held-out evaluation on one-digit sums (their reward components)."""
+    config = TrainConfig(**TOY, steps=1, eval_prompts=4, eval_env="rlvr/Arithmetic-v0",
+                         eval_env_kwargs={"digits": 1, "ops": "+"})
+    trainer = GRPOTrainer(config, tmp_path)
+    trainer.train()
+    evals = read_jsonl(tmp_path / "eval.jsonl")
+    metrics = read_jsonl(tmp_path / "metrics.jsonl")
+    assert "reward/letters_mean" in metrics[0]  # trained on the toy env
+    assert len(evals) == 2 and all("reward/correct" in e and "reward/letters" not in e for e in evals)

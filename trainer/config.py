@@ -99,6 +99,7 @@ class TrainConfig:
     eval_every: int = 0
     eval_seed: int = 1_000_000  # held-out env seeds start here; training seeds start at `seed`
     eval_env_kwargs: dict = field(default_factory=dict)  # merged over env_kwargs for evaluation
+    eval_env: str = ""  # another env to evaluate on ("" = env), made with eval_env_kwargs alone
     eval_max_new_tokens: int = 0  # 0 = max_new_tokens
     eval_batch_size: int = 32
     progress: bool = True
@@ -151,6 +152,13 @@ class TrainConfig:
         for stage in self.curriculum:
             if not isinstance(stage, dict) or set(stage) - {"until_step", "env_kwargs"}:
                 raise ValueError("config: a curriculum stage is {until_step: int, env_kwargs: {...}}")
+
+    def eval_target(self, step: int) -> tuple[str, dict]:
+        """The env held-out evaluation plays after `step` steps, and its kwargs: `env` with the kwargs of
+        that step's curriculum stage and `eval_env_kwargs` over them, or `eval_env` with `eval_env_kwargs`."""
+        if self.eval_env:
+            return self.eval_env, dict(self.eval_env_kwargs)
+        return self.env, {**self.env_kwargs_at(step), **self.eval_env_kwargs}
 
     def env_kwargs_at(self, step: int) -> dict:
         """Env kwargs of the curriculum stage that covers `step`."""

@@ -413,9 +413,9 @@ class GRPOTrainer:
         result = None
         with self._gathered():
             if self.rank == 0:  # only this rank evaluates, so only it packs weights
-                kwargs = {**cfg.env_kwargs_at(max(self.step - 1, 0)), **cfg.eval_env_kwargs}
+                env, kwargs = cfg.eval_target(max(self.step - 1, 0))
                 with self._packed(cfg.eval_batch_size):
-                    result = evaluate_held_out(self.model, self.tokenizer, cfg.env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
+                    result = evaluate_held_out(self.model, self.tokenizer, env, kwargs, cfg.eval_prompts, seed=cfg.eval_seed,
                                       max_new_tokens=cfg.eval_max_new_tokens or cfg.max_new_tokens,
                                       batch=cfg.eval_batch_size, max_episode_tokens=cfg.max_episode_tokens)
                 result = {"step": self.step, **result}
