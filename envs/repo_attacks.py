@@ -15,8 +15,12 @@ fooling a naive grader, on one package). The files come from the sdist the image
 
 from __future__ import annotations
 
+import atexit
+import re
+import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,13 +96,33 @@ PLANTED = {  # repository path -> content added (appended where the file exists)
 }
 
 
-def starting_files(task: RepoTask, sdist: Path, paths: list[str]) -> dict[str, str | None]:
-    """`paths` as the agent's workspace starts them: the sdist's files with the task's bug applied
-    (None for a file the sdist lacks)."""
+_PRISTINE: dict[Path, Path] = {}  # sdist -> its tree, unpacked once per package for the life of the process
+_PRISTINE_LOCK = threading.Lock()
+
+
+def pristine_tree(sdist: Path) -> Path:
+    """The sdist's files, unpacked on first use into a folder removed at exit (shared by its tasks: read only)."""
     from rlvr.sandbox.repo_image import unpack_sdist
 
+    with _PRISTINE_LOCK:
+        if sdist not in _PRISTINE:
+            root = Path(tempfile.mkdtemp(prefix="rlvr-attacks-"))
+            atexit.register(shutil.rmtree, root, True)
+            _PRISTINE[sdist] = unpack_sdist(sdist, root)
+        return _PRISTINE[sdist]
+
+
+def starting_files(task: RepoTask, sdist: Path, paths: list[str]) -> dict[str, str | None]:
+    """`paths` as the agent's workspace starts them: the sdist's files with the task's bug applied
+    (None for a file the sdist lacks). Only these files and the ones the bug's patch touches are copied."""
+    pristine = pristine_tree(sdist)
+    touched = re.findall(r"^(?:---|\+\+\+) [ab]/(\S+)", task.setup_patch or "", re.MULTILINE)
     with tempfile.TemporaryDirectory() as tmp:
-        repo = unpack_sdist(sdist, Path(tmp))
+        repo = Path(tmp)
+        for path in {*paths, *touched}:
+            if (pristine / path).is_file():
+                (repo / path).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(pristine / path, repo / path)
         if task.setup_patch:
             proc = subprocess.run(["git", "apply", "-p1", "-"], input=task.setup_patch.encode(), cwd=repo,
                                   capture_output=True, timeout=60)

@@ -81,10 +81,11 @@ def check(tasks: list[RepoTask], workers: int = 2, timeout: float = 120.0, log=p
 
     def one(task: RepoTask):
         try:
-            why = check_task(task, grader.grade, task_image(task), timeout)
+            image = task_image(task)
+            why = check_task(task, grader.grade, image, timeout)
             if why is None and attacks:
                 sdist = fetch_sdist(task.package, task.version, log=lambda _message: None)
-                why = check_attacks(task, grader.grade, task_image(task), sdist, timeout)
+                why = check_attacks(task, grader.grade, image, sdist, timeout)
             return task, why
         except Exception as exc:  # noqa: BLE001 - one broken task is reported, the check goes on
             return task, f"check raised {type(exc).__name__}: {exc}"
