@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -111,23 +110,12 @@ def main(argv=None) -> int:
         train_one(args.config, run_dir, args.minutes, args.eval_every, [*args.overrides, f"seed={seeds[0]}"])
         return 0
 
-    run_dir.mkdir(parents=True, exist_ok=True)
+    from seed_runs import run_seeds
+
     load_before = os.getloadavg()
-    pending, running, failed = list(seeds), [], []
-    while pending or running:
-        while pending and len(running) < max(1, args.parallel):
-            seed = pending.pop(0)
-            cmd = [sys.executable, __file__, "--one", "--seeds", str(seed), "--minutes", str(args.minutes),
+    failed = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),
                    "--eval-every", str(args.eval_every), "--config", args.config,
-                   "--run-dir", str(run_dir / f"seed-{seed}"), *(f"--set={o}" for o in args.overrides)]
-            log = open(run_dir / f"seed-{seed}.log", "w")
-            running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
-        time.sleep(2)
-        for item in [r for r in running if r[1].poll() is not None]:
-            running.remove(item)
-            item[2].close()
-            if item[1].returncode:
-                failed.append(item[0])
+                   "--run-dir", str(run_dir / f"seed-{seed}"), *(f"--set={o}" for o in args.overrides)], run_dir)
     if failed:
         print(f"seeds {failed} failed: see {run_dir}/seed-N.log", file=sys.stderr)
         return 1

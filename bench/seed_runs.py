@@ -1,0 +1,32 @@
+"""What the learning benches (learn_arith.py, learn_code.py) share: a child process per seed, a few at a time.
+Imported by file name: a bench script's folder is first on sys.path when it runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def run_seeds(script: str, seeds: list[int], parallel: int, child_args: Callable[[int], list[str]],
+              run_dir: Path) -> list[int]:
+    """`python script --one --seeds S *child_args(S)` for every seed S, `parallel` at a time, each logging to
+    run_dir/seed-S.log; returns the seeds whose run failed."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pending, running, failed = list(seeds), [], []
+    while pending or running:
+        while pending and len(running) < max(1, parallel):
+            seed = pending.pop(0)
+            cmd = [sys.executable, script, "--one", "--seeds", str(seed), *child_args(seed)]
+            log = open(run_dir / f"seed-{seed}.log", "w")
+            running.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
+        time.sleep(2)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            item[2].close()
+            if item[1].returncode:
+                failed.append(item[0])
+    return failed
+
