@@ -24,7 +24,6 @@ The recipe was chosen on seeds 0, 1 and 2 and the default held-out set: `--seeds
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -91,26 +90,15 @@ def plot_seeds(summaries: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one 30-minute run each")
-    p.add_argument("--parallel", type=int, default=2, help="runs at a time (one torch thread each)")
-    p.add_argument("--minutes", type=float, default=30.0, help="training budget per seed (evaluations not counted)")
-    p.add_argument("--eval-every", type=int, default=25, help="steps between held-out evaluations")
-    p.add_argument("--config", default=str(ROOT / "configs" / "arith-lora-smollm2.yaml"))
-    p.add_argument("--run-dir", default=str(ROOT / "runs" / "learn_arith"))
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: train --seeds in this process
+    from seed_runs import parse_seeds, run_seeds, seeds_parser
+
+    p = seeds_parser(__doc__.split("\n")[0], ROOT / "configs" / "arith-lora-smollm2.yaml", ROOT / "runs" / "learn_arith")
     args = p.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    seeds = parse_seeds(p, args.seeds)
     run_dir = Path(args.run_dir)
     if args.one:
         train_one(args.config, run_dir, args.minutes, args.eval_every, [*args.overrides, f"seed={seeds[0]}"])
         return 0
-
-    from seed_runs import run_seeds
 
     load_before = os.getloadavg()
     failed = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),

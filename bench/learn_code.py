@@ -23,7 +23,6 @@ difficulty 1), "d2_before": [...], "d2_after": [...], "mbpp_before": [...], "mbp
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -112,21 +111,12 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run each")
-    p.add_argument("--parallel", type=int, default=2, help="runs at a time (one torch thread each)")
-    p.add_argument("--minutes", type=float, default=30.0, help="training budget per seed (evaluations not counted)")
-    p.add_argument("--eval-every", type=int, default=25, help="steps between held-out evaluations")
+    from seed_runs import parse_seeds, run_seeds, seeds_parser
+
+    p = seeds_parser(__doc__.split("\n")[0], ROOT / "configs" / "code-lora-smollm2.yaml", ROOT / "runs" / "learn_code")
     p.add_argument("--mbpp-limit", type=int, default=500, help="MBPP test tasks evaluated (0: none)")
-    p.add_argument("--config", default=str(ROOT / "configs" / "code-lora-smollm2.yaml"))
-    p.add_argument("--run-dir", default=str(ROOT / "runs" / "learn_code"))
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: train --seeds in this process
     args = p.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        p.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    seeds = parse_seeds(p, args.seeds)
     if args.minutes <= 0 or args.mbpp_limit < 0:
         p.error("--minutes must be > 0 and --mbpp-limit >= 0")
     run_dir = Path(args.run_dir)
@@ -134,8 +124,6 @@ def main(argv=None) -> int:
         train_one(args.config, run_dir, args.minutes, args.eval_every, args.mbpp_limit,
                   [*args.overrides, f"seed={seeds[0]}"])
         return 0
-
-    from seed_runs import run_seeds
 
     load_before = os.getloadavg()
     failed = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),

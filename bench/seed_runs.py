@@ -3,6 +3,7 @@ Imported by file name: a bench script's folder is first on sys.path when it runs
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -30,3 +31,24 @@ def run_seeds(script: str, seeds: list[int], parallel: int, child_args: Callable
                 failed.append(item[0])
     return failed
 
+
+
+def seeds_parser(description: str, config: Path, run_dir: Path) -> argparse.ArgumentParser:
+    """The arguments every learning bench takes; the bench adds its own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one run each")
+    p.add_argument("--parallel", type=int, default=2, help="runs at a time (one torch thread each)")
+    p.add_argument("--minutes", type=float, default=30.0, help="training budget per seed (evaluations not counted)")
+    p.add_argument("--eval-every", type=int, default=25, help="steps between held-out evaluations")
+    p.add_argument("--config", default=str(config))
+    p.add_argument("--run-dir", default=str(run_dir))
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: train --seeds in this process
+    return p
+
+
+def parse_seeds(p: argparse.ArgumentParser, text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated integers, got {text!r}")
