@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, overrides: list[str]) -> dict:
     """One training run in this process; returns its summary (also written to run_dir/summary.json)."""
+    from seed_runs import training_curve
+
     from rlvr.trainer.config import load_config
     from rlvr.trainer.grpo import GRPOTrainer
     from rlvr.trainer.plot import write_plots
@@ -52,13 +54,10 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
     wall = time.perf_counter() - t0
     evals = trainer.evals.read()
     write_plots(run_dir)
-    elapsed, minutes_at = 0.0, {0: 0.0}  # training minutes when each step ended
+    elapsed, curve = training_curve(records, evals)
     for r in records:
-        elapsed += r["step_s"] / 60
-        minutes_at[r["step"]] = elapsed
         print(f"[seed {config.seed}] step {r['step']:3d} reward {r['reward_mean']:.3f} acc {r['accuracy']:.3f} "
               f"zero-var {r['zero_var_frac']:.2f} len {r['completion_len']:.1f} {r['step_s']:.1f}s {r['env_kwargs']}")
-    curve = [(round(minutes_at.get(e["step"], elapsed), 2), e["accuracy"]) for e in evals]
     reached = [m for m, acc in curve if acc >= 0.5]
     summary = {"seed": config.seed, "steps": len(records), "minutes": round(elapsed, 1),
                "accuracy_before": evals[0]["accuracy"], "accuracy_after": evals[-1]["accuracy"],
@@ -101,13 +100,11 @@ def main(argv=None) -> int:
         return 0
 
     load_before = os.getloadavg()
-    failed = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),
+    summaries = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),
                    "--eval-every", str(args.eval_every), "--config", args.config,
                    "--run-dir", str(run_dir / f"seed-{seed}"), *(f"--set={o}" for o in args.overrides)], run_dir)
-    if failed:
-        print(f"seeds {failed} failed: see {run_dir}/seed-N.log", file=sys.stderr)
+    if summaries is None:
         return 1
-    summaries = [json.loads((run_dir / f"seed-{s}" / "summary.json").read_text()) for s in seeds]
     for s in summaries:
         print(f"seed {s['seed']}: {s['accuracy_before']:.3f} -> {s['accuracy_after']:.3f} in {s['minutes']} min "
               f"({s['steps']} steps), 0.5 after {s['minutes_to_0.5']} min; curve {s['curve']}")

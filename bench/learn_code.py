@@ -69,6 +69,8 @@ def evaluations(trainer, mbpp_limit: int) -> dict:
 def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, mbpp_limit: int,
               overrides: list[str]) -> dict:
     """One training run in this process; returns its summary (also written to run_dir/summary.json)."""
+    from seed_runs import training_curve
+
     from rlvr.trainer.config import load_config
     from rlvr.trainer.grpo import GRPOTrainer
     from rlvr.trainer.plot import write_plots
@@ -89,10 +91,8 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
     after = evaluations(trainer, mbpp_limit)
     evals = trainer.evals.read()
     write_plots(run_dir)
-    elapsed, minutes_at = 0.0, {0: 0.0}
+    elapsed, curve = training_curve(records, evals)
     for r in records:
-        elapsed += r["step_s"] / 60
-        minutes_at[r["step"]] = elapsed
         print(f"[seed {config.seed}] step {r['step']:3d} reward {r['reward_mean']:.3f} acc {r['accuracy']:.3f} "
               f"zero-var {r['zero_var_frac']:.2f} len {r['completion_len']:.1f} cut {r['truncated_frac']:.2f} "
               f"{r['step_s']:.1f}s (envs {r['env_s']:.1f}s) {r['env_kwargs']}")
@@ -102,7 +102,7 @@ def train_one(config_path: str, run_dir: Path, minutes: float, eval_every: int, 
                "d2_before": before["d2"], "d2_after": after["d2"],
                "mbpp_before": before.get("mbpp"), "mbpp_after": after.get("mbpp"),
                "scoring_share": round(sum(r["env_s"] for r in records) / step_s, 4) if step_s else None,
-               "curve": [(round(minutes_at.get(e["step"], elapsed), 2), e["accuracy"]) for e in evals],
+               "curve": curve,
                "wall_minutes": round(wall / 60, 1), "load_before": round(load_before[0], 2),
                "load_after": round(os.getloadavg()[0], 2), "eval_seed": config.eval_seed}
     (run_dir / "summary.json").write_text(json.dumps(summary))
@@ -126,14 +126,12 @@ def main(argv=None) -> int:
         return 0
 
     load_before = os.getloadavg()
-    failed = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),
+    summaries = run_seeds(__file__, seeds, args.parallel, lambda seed: ["--minutes", str(args.minutes),
                    "--eval-every", str(args.eval_every), "--mbpp-limit", str(args.mbpp_limit),
                    "--config", args.config, "--run-dir", str(run_dir / f"seed-{seed}"),
                    *(f"--set={o}" for o in args.overrides)], run_dir)
-    if failed:
-        print(f"seeds {failed} failed: see {run_dir}/seed-N.log", file=sys.stderr)
+    if summaries is None:
         return 1
-    summaries = [json.loads((run_dir / f"seed-{s}" / "summary.json").read_text()) for s in seeds]
     for s in summaries:
         print(f"seed {s['seed']}: CodeGen d1 {s['accuracy_before']:.3f} -> {s['accuracy_after']:.3f}, "
               f"d2 {s['d2_before']:.3f} -> {s['d2_after']:.3f}, MBPP {s['mbpp_before']} -> {s['mbpp_after']} "

@@ -94,15 +94,13 @@ def held_out(cfg, model, tokenizer) -> float:
 
 def run_rlvr(cfg, run_dir: Path) -> dict:
     """rlvr's trainer on the recipe, as `rlvr train` runs it; its held-out evaluations make the curve."""
+    from seed_runs import training_curve  # race.py's folder is first on sys.path when it runs
+
     from rlvr.trainer.grpo import GRPOTrainer
 
     trainer = GRPOTrainer(cfg, run_dir)
     records = trainer.train()
-    minutes_at, elapsed = {0: 0.0}, 0.0
-    for r in records:
-        elapsed += r["step_s"] / 60
-        minutes_at[r["step"]] = elapsed
-    curve = [(round(minutes_at.get(e["step"], elapsed), 2), e["accuracy"]) for e in trainer.evals.read()]
+    _, curve = training_curve(records, trainer.evals.read())
     return {"curve": curve, "steps": len(records), "accuracy_after": curve[-1][1]}
 
 

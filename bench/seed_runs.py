@@ -1,9 +1,11 @@
-"""What the learning benches (learn_arith.py, learn_code.py) share: a child process per seed, a few at a time.
+"""What the learning benches (learn_arith.py, learn_code.py; race.py's curve) share: a child process per seed,
+a few at a time, and held-out accuracy placed at training minutes.
 Imported by file name: a bench script's folder is first on sys.path when it runs."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -12,9 +14,10 @@ from pathlib import Path
 
 
 def run_seeds(script: str, seeds: list[int], parallel: int, child_args: Callable[[int], list[str]],
-              run_dir: Path) -> list[int]:
+              run_dir: Path) -> list[dict] | None:
     """`python script --one --seeds S *child_args(S)` for every seed S, `parallel` at a time, each logging to
-    run_dir/seed-S.log; returns the seeds whose run failed."""
+    run_dir/seed-S.log and writing run_dir/seed-S/summary.json; returns the summaries in seed order, or None
+    (said on stderr) when a run failed."""
     run_dir.mkdir(parents=True, exist_ok=True)
     pending, running, failed = list(seeds), [], []
     while pending or running:
@@ -29,8 +32,20 @@ def run_seeds(script: str, seeds: list[int], parallel: int, child_args: Callable
             item[2].close()
             if item[1].returncode:
                 failed.append(item[0])
-    return failed
+    if failed:
+        print(f"seeds {failed} failed: see {run_dir}/seed-N.log", file=sys.stderr)
+        return None
+    return [json.loads((run_dir / f"seed-{s}" / "summary.json").read_text()) for s in seeds]
 
+
+def training_curve(records: list[dict], evals: list[dict]) -> tuple[float, list[tuple[float, float]]]:
+    """(training minutes in all, [(training minutes, held-out accuracy)] for each evaluation): the minutes are
+    the summed step times up to the evaluation's step (evaluations not counted)."""
+    elapsed, minutes_at = 0.0, {0: 0.0}
+    for r in records:
+        elapsed += r["step_s"] / 60
+        minutes_at[r["step"]] = elapsed
+    return elapsed, [(round(minutes_at.get(e["step"], elapsed), 2), e["accuracy"]) for e in evals]
 
 
 def seeds_parser(description: str, config: Path, run_dir: Path) -> argparse.ArgumentParser:
