@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -43,21 +43,28 @@ class TaskEnv(gym.Env):
     answer is 12", the last number): a learning signal for small models that ignore the box;
     `weights` maps component names to weights: `correct`, `format`, or any registered
     verifier name (e.g. `{"repetition": 0.5}`) to add it. `verifier` replaces the source's
-    correctness verifier. `system_prompt` replaces the default system message ("" for none).
+    correctness verifier: a Verifier, a registered name, or a name with options (`{"name": "code",
+    "mode": "all"}`, what a YAML config can say). `system_prompt` replaces the default system message ("" for none).
+    `stop`: strings that end a completion where it first writes one (kept in its text): the episode
+    loop sends them to every generator, e.g. `["\\n```\\n"]` ends a code answer at its closing fence
+    instead of paying for the explanation after it.
     """
 
     metadata = {"render_modes": []}
 
     def __init__(self, source: TaskSource, *, think: bool = False, weights: Mapping[str, float] | None = None,
-                 verifier: Verifier | str | None = None, system_prompt: str | None = None,
-                 require_boxed: bool | None = None):
+                 verifier: Verifier | str | Mapping[str, Any] | None = None, system_prompt: str | None = None,
+                 require_boxed: bool | None = None, stop: Sequence[str] = ()):
         if not isinstance(source, TaskSource):
             raise TypeError(f"source must be a TaskSource, got {type(source).__name__}")
         for flag, value in (("think", think), ("require_boxed", require_boxed)):
             if not isinstance(value, bool) and not (flag == "require_boxed" and value is None):
                 raise TypeError(f"{flag} must be True or False, got {value!r}")
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
+            raise TypeError(f"stop must be a list of non-empty strings, got {stop!r}")
         self.source = source
         self.think = think
+        self.stop = tuple(stop)
         self.reward = shared_reward(source, think, weights, verifier, require_boxed)
         self.system_prompt = system_prompt
         self.observation_space = Messages()
@@ -180,7 +187,7 @@ def action_text(action: Any) -> str:
 
 
 def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] | None,
-                  verifier: Verifier | str | None, require_boxed: bool | None = None) -> Composite:
+                  verifier: Verifier | str | Mapping[str, Any] | None, require_boxed: bool | None = None) -> Composite:
     """The composite reward for this configuration, built once per process and then shared."""
     weights = dict(weights or {})
     for key, weight in weights.items():
@@ -192,6 +199,11 @@ def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] 
         correct_key: Any = ("object", id(verifier))
     elif isinstance(verifier, str):
         correct_key = ("name", verifier)
+    elif isinstance(verifier, Mapping):
+        if not isinstance(verifier.get("name"), str):
+            raise TypeError(f"a verifier with options needs its registered name, e.g. {{'name': 'code', 'mode': 'all'}}; "
+                            f"got {dict(verifier)!r}")
+        correct_key = ("options", json.dumps(dict(verifier), sort_keys=True, default=repr))
     elif type(source).make_verifier is not TaskSource.make_verifier:  # the source builds its own: not shared
         return _build_reward(source, think, weights, verifier, require_boxed)
     elif verifier is None:
@@ -199,7 +211,8 @@ def shared_reward(source: TaskSource, think: bool, weights: Mapping[str, float] 
         boxed = source.require_boxed if require_boxed is None else require_boxed
         correct_key = ("spec", spec[0], json.dumps(spec[1], sort_keys=True, default=repr), boxed)
     else:
-        raise TypeError(f"verifier must be a Verifier or a registered name, got {type(verifier).__name__}")
+        raise TypeError(f"verifier must be a Verifier, a registered name or a mapping with its name, "
+                        f"got {type(verifier).__name__}")
     key = (correct_key, think, tuple(sorted(weights.items())))
     reward = _REWARDS.get(key)
     if reward is None:
@@ -212,6 +225,9 @@ def _build_reward(source, think, weights, verifier, require_boxed) -> Composite:
 
     if isinstance(verifier, str):
         verifier = make_verifier(verifier)
+    elif isinstance(verifier, Mapping):
+        options = dict(verifier)
+        verifier = make_verifier(options.pop("name"), **options)
     parts: dict[str, tuple[Verifier, float]] = {
         CORRECT: (verifier if verifier is not None else
                   source.make_verifier() if require_boxed is None else source.make_verifier(require_boxed),
@@ -224,7 +240,7 @@ def _build_reward(source, think, weights, verifier, require_boxed) -> Composite:
     return Composite(parts)
 
 
-ENV_OPTIONS = ("think", "weights", "verifier", "system_prompt", "require_boxed")
+ENV_OPTIONS = ("think", "weights", "verifier", "system_prompt", "require_boxed", "stop")
 
 
 def env_factory(source_factory: Callable[..., TaskSource], env_class: type[TaskEnv] = TaskEnv,

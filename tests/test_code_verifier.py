@@ -55,6 +55,14 @@ def test_all_or_nothing_mode():
     assert (score.value, score.reason) == (0.0, "tests_failed")
 
 
+def test_bonus_mode_halves_partial_credit_and_pays_a_whole_program_in_full():
+    bonus = CodeVerifier(mode="bonus", backend="local")
+    good, half = bonus.score_batch([fenced(GOOD), fenced("def add(a, b):\n    return 3\n")], None,
+                                   [{"tests": TESTS, "entry_point": "add"}] * 2)
+    assert (good.value, good.reason) == (1.0, None)
+    assert (half.value, half.reason) == (0.25, "tests_failed")  # one test of two, at half weight
+
+
 def test_reasons_for_zeros(verifier):
     fields = {"tests": TESTS, "entry_point": "add"}
     assert verifier.score("", **fields).reason == "no_answer"

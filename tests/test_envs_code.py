@@ -57,6 +57,25 @@ def test_codegen_scores_right_wrong_and_broken_code():
     assert len({env.unwrapped.task.fields["entry_point"] for env in envs}) >= 2
 
 
+def test_a_verifier_with_options_from_a_config_replaces_the_reward():
+    """`verifier: {name: code, mode: all}` (what YAML can say): the same wrong-half-the-time program earns
+    its share of tests under the default, nothing under `all`, half its share under `bonus`."""
+    values = {}
+    for mode in ("fraction", "all", "bonus"):
+        env = gym.make("rlvr/CodeGen-v0", difficulty=1, **({} if mode == "fraction" else
+                                                           {"verifier": {"name": "code", "mode": mode}}))
+        env.reset(seed=4)
+        name = env.unwrapped.task.fields["entry_point"]
+        wrong = SOLUTIONS[name].replace(f"def {name}(", f"def _right_{name}(") + (
+            f"\ndef {name}(*args):\n    result = _right_{name}(*args)\n"
+            "    return result if sum(map(ord, repr(args))) % 2 else repr(result)\n")
+        ((right, _), (values[mode], info)), = score_groups([env], [[fenced(SOLUTIONS[name]), fenced(wrong)]])
+        assert right == 1.0 and not info["correct"]
+    assert 0 < values["fraction"] < 1 and values["all"] == 0.0 and values["bonus"] == values["fraction"] / 2
+    with pytest.raises(TypeError, match="needs its registered name"):
+        gym.make("rlvr/CodeGen-v0", verifier={"mode": "all"})
+
+
 @needs_data
 def test_humaneval_and_mbpp_reference_solutions_pass():
     he = [json.loads(line) for line in (DATA / "humaneval" / "HumanEval.jsonl").read_text().splitlines()][:6]

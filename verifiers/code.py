@@ -33,7 +33,7 @@ from rlvr.verifiers.core import (
     completion_text,
 )
 
-MODES = ("fraction", "all")
+MODES = ("fraction", "all", "bonus")
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.M | re.S)
 _SYNTAX = re.compile(r"(the program did not load: )?(SyntaxError|IndentationError|TabError)\b")
 _TASK_FIELDS = ("tests", "entry_point", "test_list", "test_setup_code", "io_tests", "prefix", "language",
@@ -50,10 +50,11 @@ def extract_code(region: str, language: str = "python") -> str:
 
 
 class CodeVerifier(Verifier):
-    """`CodeVerifier(mode="fraction" | "all", timeout=5.0, backend=None, **options)`.
+    """`CodeVerifier(mode="fraction" | "all" | "bonus", timeout=5.0, backend=None, **options)`.
 
     `mode="fraction"` rewards the share of tests passed; `"all"` gives 1 only when every
-    test passes. `timeout` is the wall clock of one job (of one case for stdin/stdout
+    test passes; `"bonus"` gives half the share of tests passed, and 1 when every test passes
+    (partial credit that still pays a whole program twice what its parts earn). `timeout` is the wall clock of one job (of one case for stdin/stdout
     tests). `backend` is "docker" (default, or `$RLVR_SANDBOX_BACKEND`) or "local".
     Options: `pool_size`, `image`, `memory_mb`, `cpus`, `pids`, `compare` ("exact" or
     "float" for stdin/stdout tests), `float_tolerance`, `prefilled_think`, `language`
@@ -185,7 +186,7 @@ class CodeVerifier(Verifier):
             return Score(0.0, ERROR, info=info)
         if result.status == "passed" and result.total and result.passed == result.total:
             return Score(1.0, info=info)
-        value = result.fraction if self.mode == "fraction" else 0.0
+        value = {"fraction": result.fraction, "bonus": result.fraction / 2}.get(self.mode, 0.0)
         if result.status == "timeout":
             reason = TIMEOUT
         elif result.status == "compile_error" or any(_SYNTAX.match(e) for e in result.errors):

@@ -3,7 +3,8 @@
 An env is multi-turn when `env.unwrapped.max_turns > 1` (`MultiTurnEnv`, `ToolEnv`). A multi-turn
 turn ends at an end-of-turn token, at `max_new_tokens`, or at the end of a tool call: the env
 parser's `end_marker` (`</tool_call>` by default) is a stop string, and its `call_ended` says
-whether a turn's text has just closed a call. Single-turn completions are scored in one batch
+whether a turn's text has just closed a call. An env's own `stop` strings end a turn where they
+are first written (a code answer at its closing fence). Single-turn completions are scored in one batch
 (`score`): `env.unwrapped.score_group(texts)`, or `rlvr.envs.score_groups` for a batch of rlvr envs.
 """
 
@@ -52,6 +53,11 @@ def end_marker(env) -> str:
     from rlvr.envs.tool_calls import CLOSE
 
     return getattr(getattr(env.unwrapped, "parser", None), "end_marker", CLOSE)
+
+
+def stop_strings(env) -> tuple[str, ...]:
+    """The env's own stop strings (`TaskEnv(stop=...)`): a turn ends where it first writes one."""
+    return tuple(getattr(env.unwrapped, "stop", ()))
 
 
 def bind_tokenizer(envs: list, tokenizer) -> None:

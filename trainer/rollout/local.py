@@ -1,8 +1,9 @@
 """`generator: local`: the KV-cache sampler (rollout/sampler.py) on the trainer's own model.
 
 The loop's batches run in `sampler.CarriedSession`, one KV cache carried across turns (a
-single-turn group is its first turn: what `sample` gives). `sample` stops on token ids only (stop
-strings are ignored; `sessions.TurnByTurn` cuts a turn where the env parser says a call ended).
+single-turn group is its first turn: what `sample` gives). `sample` stops on token ids only; in the loop's
+sessions a turn also ends where the loop's test says it reached a stop string or closed a tool call
+(`Batch.ends_turn`, decoding only the turn's last tokens).
 This module imports torch only when it samples.
 """
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlvr.trainer.rollout.chat import env_tokens, eos_ids, render
-from rlvr.trainer.rollout.envs import bind_tokenizer, call_ended, end_marker, is_multiturn, score
+from rlvr.trainer.rollout.envs import bind_tokenizer, call_ended, end_marker, is_multiturn, score, stop_strings
 from rlvr.trainer.rollout.groups import Group, prompt_seed
 from rlvr.trainer.rollout.local import LocalGenerator
 from rlvr.trainer.rollout.sessions import Batch, SamplingSettings, Turn, start
@@ -130,15 +130,16 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
     envs = envs[:prompts * per]
     firsts = [env.reset(**resets[k // per])[0] for k, env in enumerate(envs)][::per]
     per_prompt, rows = envs[::per], envs if multiturn else [env for env in envs for _ in range(n)]
-    if multiturn:
-        settings = replace(settings, stop=tuple(dict.fromkeys([*settings.stop, end_marker(envs[0])])))
+    own = stop_strings(envs[0])
+    stops = [*settings.stop, *([end_marker(envs[0])] if multiturn else []), *own]
+    settings = replace(settings, stop=tuple(dict.fromkeys(stops)))
     if tokenizer is not None:
         bind_tokenizer(envs, tokenizer)
         firsts = [tokenizer(render(tokenizer, chat, env), add_special_tokens=False)["input_ids"]
                   for chat, env in zip(firsts, per_prompt)]
-    ends_call = _call_test(tokenizer, rows) if multiturn and tokenizer is not None else None
+    ends_turn = _turn_test(tokenizer, rows, multiturn, own) if tokenizer is not None else None
     episodes = [_Episode(env) for env in rows]
-    batch = Batch(firsts, list(seeds), rows, multiturn, ends_call, budget if multiturn else None,
+    batch = Batch(firsts, list(seeds), rows, multiturn, ends_turn, budget if multiturn else None,
                   [ep.tokens for ep in episodes])
     session = start(generator, batch, settings)
     pool = ThreadPoolExecutor(max_workers=max(1, min(threads, len(rows))))
@@ -166,17 +167,27 @@ def rollout(generator, envs: list, resets: list[dict], seeds: list[int], setting
                    episode_return, env_s)
 
 
-def _call_test(tokenizer, rows: list):
-    """`ends_call(row, ids)`: the row's env parser says the turn's ids close a call; the whole turn is
-    decoded only when its last tokens end like a call (once per call, not per token)."""
-    markers = [end_marker(env) for env in rows]
-    tests = [call_ended(env) for env in rows]
+def _turn_test(tokenizer, rows: list, multiturn: bool, stop: tuple[str, ...]):
+    """`ends_turn(row, ids)`, or None when nothing but the limits ends a turn: the turn's last tokens
+    write one of the env's `stop` strings, or (multi-turn) the row's env parser says its ids close a
+    call. Only the tail is decoded each token; a whole turn only when it ends like a call."""
+    markers = [end_marker(env) for env in rows] if multiturn else []
+    tests = [call_ended(env) for env in rows] if multiturn else []
+    span = max(map(len, stop), default=0) + 2  # tokens enough to hold a stop string (each is at least a char)
+    if not multiturn and not stop:
+        return None
 
-    def ends_call(row: int, ids: list[int]) -> bool:
+    def ends_turn(row: int, ids: list[int]) -> bool:
+        if stop:
+            tail = tokenizer.decode(ids[-span:], skip_special_tokens=False)
+            if any(s in tail for s in stop):
+                return True
+        if not multiturn:
+            return False
         tail = tokenizer.decode(ids[-8:], skip_special_tokens=False).rstrip()
         return tail.endswith(markers[row]) and tests[row](tokenizer.decode(ids, skip_special_tokens=False))
 
-    return ends_call
+    return ends_turn
 
 
 def _groups(episodes, per_prompt, prompts, indices, n, tokenizer, multiturn, episode_return,

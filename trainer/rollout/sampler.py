@@ -82,10 +82,11 @@ class CarriedSession:
     """Episodes with one KV cache carried across turns (a `sessions.Session`); `sample` is its first turn.
 
     Every live row takes one decoding step at a time. A turn ends at an end-of-turn id
-    (`settings.stop_token_ids`), at `max_new_tokens`, at the row's token budget, or when its ids close
-    a tool call (`batch.ends_call`); it is then handed to the loop, which answers with the env's
-    tokens (`extend`: run through the cache as one prefill of every row that got a reply,
-    `kvcache.feed_rows`) or ends the row (`finish`: dropped from the batch). Nothing is encoded twice.
+    (`settings.stop_token_ids`), at `max_new_tokens`, at the row's token budget, or when its ids
+    reach a stop (`batch.ends_turn`: a closed tool call, an env's stop string); it is then handed to
+    the loop, which answers with the env's tokens (`extend`: run through the cache as one prefill of
+    every row that got a reply, `kvcache.feed_rows`) or ends the row (`finish`: dropped from the
+    batch). Nothing is encoded twice.
     The k-th token of an episode is drawn with the k-th uniform number of its prompt's generator (env
     tokens count), so sampling does not depend on how the env's tokens are fed.
     """
@@ -124,7 +125,7 @@ class CarriedSession:
         if token in self.settings.stop_token_ids or len(turn) >= self.settings.max_new_tokens or (
                 budget is not None and len(self.batch.tokens[row]) + len(turn) >= budget):
             return True
-        return self.batch.ends_call is not None and self.batch.ends_call(row, turn)
+        return self.batch.ends_turn is not None and self.batch.ends_turn(row, turn)
 
     def _advance(self) -> None:
         """Drop the ended rows, run the picked tokens through the model, then the env replies as one prefill."""

@@ -57,8 +57,8 @@ class Batch:
     """The episodes a session runs: `settings.n` of each prompt, row r playing episode r % n of prompt r // n.
 
     `prompts` are token ids (token generators) or first messages (message generators). `envs[r]` is
-    row r's env. `ends_call(r, ids)` says whether a turn's ids just closed a tool call (the env
-    parser's test). `budget` bounds each row's tokens after the prompt (None: no bound). `tokens[r]`:
+    row r's env. `ends_turn(r, ids)` says whether a turn's ids just reached a stop: closed a tool call (the env
+    parser's test) or wrote one of the env's stop strings. `budget` bounds each row's tokens after the prompt (None: no bound). `tokens[r]`:
     row r's ids after its prompt so far (sampled and env tokens), the loop's own record of the episode.
     """
 
@@ -66,7 +66,7 @@ class Batch:
     seeds: list[int]
     envs: list
     multiturn: bool
-    ends_call: Callable[[int, list[int]], bool] | None = None
+    ends_turn: Callable[[int, list[int]], bool] | None = None
     budget: int | None = None
     tokens: list[list[int]] = field(default_factory=list)
 
@@ -189,13 +189,13 @@ class TurnByTurn(BatchSession):
         return self._took(out)
 
     def _took(self, turns: list[Turn]) -> list[Turn]:
-        """Count the rows' turns, and end each turn where its ids first close a tool call: what a stop string
+        """Count the rows' turns, and end each turn where its ids first reach a stop (`Batch.ends_turn`): what a stop string
         would have done, for a generator without them (the tokens after it are dropped, the ones kept are the
         ones sampled)."""
-        ends_call = self.batch.ends_call
+        ends_turn = self.batch.ends_turn
         for t in turns:
             self.turn[t.row] += 1
-            cut = next((k for k in range(1, len(t.ids)) if ends_call and ends_call(t.row, t.ids[:k])), None)
+            cut = next((k for k in range(1, len(t.ids)) if ends_turn and ends_turn(t.row, t.ids[:k])), None)
             if cut is not None:
                 t.ids, t.logps, t.truncated = t.ids[:cut], t.logps[:cut], False
         return turns
