@@ -31,7 +31,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rlvr.trainer.rollout.chat import env_tokens, eos_ids, render
-from rlvr.trainer.rollout.envs import bind_tokenizer, call_ended, end_marker, is_multiturn, score, stop_strings
+from rlvr.trainer.rollout.envs import (
+    bind_tokenizer,
+    call_ended,
+    end_marker,
+    is_multiturn,
+    score,
+    stop_strings,
+)
 from rlvr.trainer.rollout.groups import Group, prompt_seed
 from rlvr.trainer.rollout.local import LocalGenerator
 from rlvr.trainer.rollout.sessions import Batch, SamplingSettings, Turn, start
