@@ -44,10 +44,10 @@ class TaskEnv(gym.Env):
     `weights` maps component names to weights: `correct`, `format`, or any registered
     verifier name (e.g. `{"repetition": 0.5}`) to add it. `verifier` replaces the source's
     correctness verifier: a Verifier, a registered name, or a name with options (`{"name": "code",
-    "mode": "all"}`, what a YAML config can say). `system_prompt` replaces the default system message ("" for none).
-    `stop`: strings that end a completion where it first writes one (kept in its text): the episode
-    loop sends them to every generator, e.g. `["\\n```\\n"]` ends a code answer at its closing fence
-    instead of paying for the explanation after it.
+    "mode": "all"}`, what a YAML config can say). `system_prompt` replaces the default system
+    message ("" for none). `stop`: strings that end a completion where it first writes one (kept
+    in its text): the episode loop sends them to every generator, e.g. `["\\n```\\n"]` ends a code
+    answer at its closing fence instead of paying for the explanation after it.
     """
 
     metadata = {"render_modes": []}
