@@ -31,6 +31,13 @@ def fenced(code: str) -> str:
     return f"Here is the function.\n```python\n{code}\n```"
 
 
+def half_wrong(name: str) -> str:
+    """Our solution to template `name`, made wrong (a repr of the answer) on about half the inputs."""
+    return SOLUTIONS[name].replace(f"def {name}(", f"def _right_{name}(") + (
+        f"\ndef {name}(*args):\n    result = _right_{name}(*args)\n"
+        "    return result if sum(map(ord, repr(args))) % 2 else repr(result)\n")
+
+
 @pytest.mark.parametrize("env_id,kwargs", [("rlvr/CodeGen-v0", {"difficulty": 2}),
                                            ("rlvr/CodeFeedback-v0", {"tasks": "codegen", "max_turns": 2})])
 def test_check_env_passes(env_id, kwargs):
@@ -43,10 +50,8 @@ def test_codegen_scores_right_wrong_and_broken_code():
     for b, env in enumerate(envs):
         env.reset(seed=b)
         name = env.unwrapped.task.fields["entry_point"]
-        wrong = SOLUTIONS[name].replace(f"def {name}(", f"def _right_{name}(") + (
-            f"\ndef {name}(*args):\n    result = _right_{name}(*args)\n"
-            "    return result if sum(map(ord, repr(args))) % 2 else repr(result)\n")  # wrong on about half the inputs
-        completions.append([fenced(SOLUTIONS[name]), fenced(wrong), "```python\ndef broken(:\n```", "I can't."])
+        completions.append([fenced(SOLUTIONS[name]), fenced(half_wrong(name)), "```python\ndef broken(:\n```",
+                            "I can't."])
     results = score_groups(envs, completions)
     for row in results:
         (right, info_right), (wrong, _), (_, info_broken), (_, info_none) = row
@@ -66,10 +71,7 @@ def test_a_verifier_with_options_from_a_config_replaces_the_reward():
                                                            {"verifier": {"name": "code", "mode": mode}}))
         env.reset(seed=4)
         name = env.unwrapped.task.fields["entry_point"]
-        wrong = SOLUTIONS[name].replace(f"def {name}(", f"def _right_{name}(") + (
-            f"\ndef {name}(*args):\n    result = _right_{name}(*args)\n"
-            "    return result if sum(map(ord, repr(args))) % 2 else repr(result)\n")
-        ((right, _), (values[mode], info)), = score_groups([env], [[fenced(SOLUTIONS[name]), fenced(wrong)]])
+        ((right, _), (values[mode], info)), = score_groups([env], [[fenced(SOLUTIONS[name]), fenced(half_wrong(name))]])
         assert right == 1.0 and not info["correct"]
     assert 0 < values["fraction"] < 1 and values["all"] == 0.0 and values["bonus"] == values["fraction"] / 2
     with pytest.raises(TypeError, match="needs its registered name"):
