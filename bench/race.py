@@ -8,7 +8,10 @@ each pinned to its own CPU core with one torch thread, on
   `rlvr.integrations.trl.env_dataset`, unshuffled), the same reward code (`EnvReward`, the env's own
   scoring: the sandbox for code), the same LoRA rank, alpha and target modules, the same group shape
   (P prompts x G completions an optimizer step), completion length, temperature, lr, clip range, KL
-  weight, loss aggregation (token-mean = TRL's `dapo`) and reward scaling;
+  weight, loss aggregation (token-mean = TRL's `dapo`) and reward scaling; the same stop strings (the env's
+  `stop`: TRL's generate gets them with the tokenizer TRL does not hand it; a completion stopped there
+  ends in one pad token, SmolLM2's end-of-sequence token, which TRL keeps as its end); TRL computes its
+  loss in micro-batches of at most `TRL_ROWS` completions, accumulated into the same optimizer step;
 - the same held-out evaluation: rlvr's greedy `evaluate_held_out` on the config's `eval_prompts`
   from `eval_seed`, with each side's model, before training, every `eval_every` optimizer steps
   (the config's, or `--set eval_every=N`) and after; each point is placed at the side's training
@@ -21,13 +24,15 @@ over the time budget in rlvr (the recipe's `decay_start`, `min_lr_ratio`).
     python bench/race.py --config configs/code-lora-smollm2.yaml [--minutes 30] [--seed 0] [--set eval_every=10]
 Ends with `RESULT {"config": ..., "seed": ..., "minutes": ..., "rlvr": {"curve": [[minutes, accuracy], ...],
 "steps": ..., "accuracy_after": ...}, "trl": {...}, "target": ..., "minutes_to_target": {"rlvr": ..., "trl": ...},
-"time_ratio": ...}`: `target` is the lower of the two final accuracies, `minutes_to_target` the
-training minutes each side took to first reach it, `time_ratio` rlvr's over TRL's (below 1: rlvr ahead).
+"time_ratio": ...}`: `target` is the lower of the two final accuracies (the higher where one side never rose
+above its start), `minutes_to_target` the training minutes each side took to first reach it, `time_ratio`
+rlvr's over TRL's (below 1: rlvr ahead), or a bound on it where one side never reached the target (`verdict`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -37,6 +42,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DIR = ROOT.parent / "shared" / "bench"  # the peer's model loader (plain fp32 SmolLM2 for transformers.Trainer)
+# TRL's loss forward keeps full-vocabulary logits and entropies in fp32: on 32 rows of 128 completion tokens
+# (the code recipe's batch) it peaked at 16 GB, too much beside the other side on a 24 GB machine
+TRL_ROWS = 8
 LOSS_TYPES = {"token-mean": "dapo", "seq-mean-token-mean": "grpo", "seq-mean-token-sum-norm": "dr_grpo"}
 
 
@@ -112,6 +120,7 @@ def run_trl(cfg, run_dir: Path) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from rlvr.integrations.trl import EnvReward, env_dataset
+    from rlvr.trainer.rollout.envs import make_envs, stop_strings
 
     sys.path.insert(0, str(PEER_DIR))
     from trl_grpo_step import build_model_and_tokenizer
@@ -123,17 +132,23 @@ def run_trl(cfg, run_dir: Path) -> dict:
                              target_modules=lora["target_modules"])
     # more prompts than the time budget can use: at most one step a second
     steps = int(60 * cfg.max_minutes) + 1
+    # one optimizer step a batch of P x G completions, its loss forward in micro-batches of at most TRL_ROWS
+    batch = cfg.prompts_per_step * cfg.group_size
+    rows = max(r for r in range(1, min(batch, TRL_ROWS) + 1) if batch % r == 0)
     dataset = env_dataset(cfg.env, cfg.prompts_per_step * steps, seed=cfg.seed, **cfg.env_kwargs)
+    env = make_envs(cfg.env, cfg.env_kwargs, 1)[0]
+    stop = list(stop_strings(env))
+    env.close()
     args = GRPOConfig(
         output_dir=str(run_dir), use_cpu=True, bf16=False, fp16=False, report_to="none", save_strategy="no",
         logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False,
-        max_steps=steps, per_device_train_batch_size=cfg.prompts_per_step * cfg.group_size,
-        gradient_accumulation_steps=1, num_generations=cfg.group_size, max_completion_length=cfg.max_new_tokens,
+        max_steps=steps, per_device_train_batch_size=rows, gradient_accumulation_steps=batch // rows, num_generations=cfg.group_size, max_completion_length=cfg.max_new_tokens,
         temperature=cfg.temperature, top_p=cfg.top_p, learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=cfg.adam_betas[0],
         adam_beta2=cfg.adam_betas[1], max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, epsilon=cfg.epsilon_low,
         epsilon_high=cfg.epsilon_high, loss_type=LOSS_TYPES[cfg.aggregation], scale_rewards=cfg.scale_rewards,
-        mask_truncated_completions=cfg.mask_truncated, num_iterations=1, seed=cfg.seed, shuffle_dataset=False)
+        mask_truncated_completions=cfg.mask_truncated, num_iterations=1, seed=cfg.seed, shuffle_dataset=False,
+        generation_kwargs={"stop_strings": stop} if stop else None)
     curve: list[tuple[float, float]] = []
     clock = {"train_s": 0.0}
 
@@ -155,6 +170,8 @@ def run_trl(cfg, run_dir: Path) -> dict:
 
     trainer = GRPOTrainer(model=model, reward_funcs=[EnvReward(cfg.env, **cfg.env_kwargs)], args=args,
                           train_dataset=dataset, processing_class=tok, peft_config=peft_config, callbacks=[Budget()])
+    if stop:  # transformers matches stop strings only when generate is handed the tokenizer, which TRL does not do
+        trainer.model.generate = functools.partial(trainer.model.generate, tokenizer=tok)
     trainer.train()
     return {"curve": curve, "steps": trainer.state.global_step, "accuracy_after": curve[-1][1],
             "trl": __import__("trl").__version__}
@@ -162,6 +179,25 @@ def run_trl(cfg, run_dir: Path) -> dict:
 
 def minutes_to(curve: list, target: float) -> float | None:
     return next((m for m, acc in curve if acc >= target), None)
+
+
+def verdict(results: dict, minutes: float) -> dict:
+    """Time to the same accuracy. The target is the lower final accuracy when both sides rose above their start;
+    otherwise the better side's final accuracy, which the other did not reach in the budget: then only a bound
+    on the ratio is known (`time_ratio_at_most` below 1 or `time_ratio_at_least` above it)."""
+    rlvr, trl = results["rlvr"], results["trl"]
+    finals = (rlvr["accuracy_after"], trl["accuracy_after"])
+    rose = all(r["accuracy_after"] > r["curve"][0][1] for r in (rlvr, trl))
+    target = min(finals) if rose else max(finals)
+    to = {"rlvr": minutes_to(rlvr["curve"], target), "trl": minutes_to(trl["curve"], target)}
+    out = {"target": target, "minutes_to_target": to, "time_ratio": None}
+    if to["rlvr"] and to["trl"]:
+        out["time_ratio"] = round(to["rlvr"] / to["trl"], 3)
+    elif to["rlvr"] and to["trl"] is None:
+        out["time_ratio_at_most"] = round(to["rlvr"] / minutes, 3)
+    elif to["trl"] and to["rlvr"] is None:
+        out["time_ratio_at_least"] = round(minutes / to["trl"], 3)
+    return out
 
 
 def main(argv=None) -> int:
@@ -218,17 +254,14 @@ def main(argv=None) -> int:
         print(f"side(s) {failed} failed: see {run_dir}/<side>.log", file=sys.stderr)
         return 1
     results = {side: json.loads((run_dir / side / "result.json").read_text()) for side in procs}
-    target = min(results["rlvr"]["accuracy_after"], results["trl"]["accuracy_after"])
-    to_target = {side: minutes_to(r["curve"], target) for side, r in results.items()}
-    ratio = (round(to_target["rlvr"] / to_target["trl"], 3) if to_target["trl"] and to_target["rlvr"] is not None
-             else None)
+    result = verdict(results, args.minutes)
     for side, r in results.items():
         print(f"{side}: {r['steps']} steps, held-out accuracy {r['curve'][0][1]:.3f} -> {r['accuracy_after']:.3f}; "
               f"curve {r['curve']}")
     print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
           f"cores {cores[:2]}, one torch thread a side")
     print("RESULT " + json.dumps({"config": args.config, "seed": args.seed, "minutes": args.minutes,
-                                  **results, "target": target, "minutes_to_target": to_target, "time_ratio": ratio}))
+                                  **results, **result}))
     return 0
 
 

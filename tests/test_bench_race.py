@@ -39,3 +39,19 @@ def test_the_code_recipe_races():
 def test_what_trl_cannot_run_is_refused_with_its_reason(name, overrides, reason):
     assert reason in (race.refusal(recipe(name, *overrides)) or "")
 
+
+
+def side(*points):
+    return {"curve": [list(p) for p in points], "accuracy_after": points[-1][1]}
+
+
+def test_both_sides_rose_the_ratio_is_to_the_lower_final_accuracy():
+    v = race.verdict({"rlvr": side((0, 0.05), (5, 0.3), (10, 0.5)), "trl": side((0, 0.05), (20, 0.3), (30, 0.3))}, 30)
+    assert v["target"] == 0.3 and v["minutes_to_target"] == {"rlvr": 5, "trl": 20} and v["time_ratio"] == 0.25
+
+
+def test_a_side_that_never_rose_gives_a_bound_not_a_ratio_of_zeros():
+    v = race.verdict({"rlvr": side((0, 0.05), (12, 0.5), (30, 0.5)), "trl": side((0, 0.05), (30, 0.05))}, 30)
+    assert v["target"] == 0.5 and v["time_ratio"] is None and v["time_ratio_at_most"] == 0.4
+    v = race.verdict({"rlvr": side((0, 0.05), (30, 0.0)), "trl": side((0, 0.05), (10, 0.2), (30, 0.2))}, 30)
+    assert v["target"] == 0.2 and v["time_ratio"] is None and v["time_ratio_at_least"] == 3.0
