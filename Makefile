@@ -55,9 +55,10 @@ test: lint llama-server install-vllm
 # Every benchmark at its default size (hours: the learning benches train 30 minutes a seed). They read ../shared,
 # run code in the Docker sandbox (.ci/docker.sh: engine and images, idempotent), and the vLLM ones run in .venv-vllm.
 VLLM_BENCH := bench/generation.py bench/vllm_lora_sync.py
+BENCH_LIBS := bench/seed_runs.py  # imported by the learning benches, not a bench itself
 bench: $(STAMP) install-vllm
 	VENV=$(VENV) TORCH_SPEC="$(TORCH_SPEC)" .ci/docker.sh
-	@set -e; for f in bench/*.py; do echo "== $$f"; \
+	@set -e; for f in bench/*.py; do case " $(BENCH_LIBS) " in *" $$f "*) continue;; esac; echo "== $$f"; \
 		case " $(VLLM_BENCH) " in *" $$f "*) $(VLLM_VENV)/bin/python $$f;; *) $(PY) $$f;; esac; done
 
 # The trainer's GPU paths on one NVIDIA GPU, offline (scripts/gpu_check.py): on a machine without CUDA each CUDA step
