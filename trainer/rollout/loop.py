@@ -178,11 +178,11 @@ def _turn_test(tokenizer, rows: list, multiturn: bool, stop: tuple[str, ...]):
     """`ends_turn(row, ids)`, or None when nothing but the limits ends a turn: the turn's last tokens
     write one of the env's `stop` strings, or (multi-turn) the row's env parser says its ids close a
     call. Only the tail is decoded each token; a whole turn only when it ends like a call."""
+    if not multiturn and not stop:
+        return None
     markers = [end_marker(env) for env in rows] if multiturn else []
     tests = [call_ended(env) for env in rows] if multiturn else []
     span = max(map(len, stop), default=0) + 2  # tokens enough to hold a stop string (each is at least a char)
-    if not multiturn and not stop:
-        return None
 
     def ends_turn(row: int, ids: list[int]) -> bool:
         if stop:
