@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DIR = ROOT.parent / "shared" / "bench"  # the peer's model loader (plain fp32 SmolLM2 for transformers.Trainer)
 # TRL's loss forward keeps full-vocabulary logits and entropies in fp32: on 32 rows of 128 completion tokens
-# (the code recipe's batch) it peaked at 16 GB, too much beside the other side on a 24 GB machine
+# (the code recipe's batch) it took 16 GB and climbing, too much beside the other side on a 24 GB machine
 TRL_ROWS = 8
 LOSS_TYPES = {"token-mean": "dapo", "seq-mean-token-mean": "grpo", "seq-mean-token-sum-norm": "dr_grpo"}
 
