@@ -142,7 +142,8 @@ def run_trl(cfg, run_dir: Path) -> dict:
     args = GRPOConfig(
         output_dir=str(run_dir), use_cpu=True, bf16=False, fp16=False, report_to="none", save_strategy="no",
         logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, gradient_checkpointing=False,
-        max_steps=steps, per_device_train_batch_size=rows, gradient_accumulation_steps=batch // rows, num_generations=cfg.group_size, max_completion_length=cfg.max_new_tokens,
+        max_steps=steps, per_device_train_batch_size=rows, gradient_accumulation_steps=batch // rows,
+        num_generations=cfg.group_size, max_completion_length=cfg.max_new_tokens,
         temperature=cfg.temperature, top_p=cfg.top_p, learning_rate=cfg.lr, lr_scheduler_type="constant_with_warmup",
         warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=cfg.adam_betas[0],
         adam_beta2=cfg.adam_betas[1], max_grad_norm=cfg.max_grad_norm, beta=cfg.beta, epsilon=cfg.epsilon_low,
