@@ -40,7 +40,6 @@ def test_what_trl_cannot_run_is_refused_with_its_reason(name, overrides, reason)
     assert reason in (race.refusal(recipe(name, *overrides)) or "")
 
 
-
 def side(*points):
     return {"curve": [list(p) for p in points], "accuracy_after": points[-1][1]}
 
