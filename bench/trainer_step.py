@@ -30,13 +30,19 @@ median of the N paired ratios (on a shared machine, drift then hits both sides a
     python bench/trainer_step.py --only smollm2 --variants lora --repeats 3   # the LoRA rows
     python bench/trainer_step.py --only smollm2-G4 --variants lora --repeats 2 --background 2   # contended
 `--background N` starts N busy processes beside each run (started with it, stopped after it): both sides
-meet the same fixed load, which a machine's other jobs never guarantee.
+meet the same fixed load, which a machine's other jobs never guarantee. `--pin` says where that load runs:
+`other` puts the trainer on the first CPU and the busy processes on the rest (load beside it, no
+time-slicing), `same` puts them all on the first CPU (the trainer time-sliced with them); by default the
+OS places them. Pinned rows want `--threads 1`.
+
+    python bench/trainer_step.py --only smollm2-G4 --variants lora --repeats 2 --threads 1 --background 2 --pin other
 Ends with `RESULT {"configs": [...]}`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -156,12 +162,30 @@ def run_trl_peft_worker(rank: int, peer_args: list[str]) -> int:
 BUSY = "while True: pass"  # one core's worth of CPU demand, no memory traffic: the contended row's load
 
 
-def _run(cmd: list[str], background: int = 0) -> dict:
+def placement(pin: str, cpus: set[int]) -> tuple[set[int] | None, set[int] | None]:
+    """The CPUs of the trainer and of the busy processes under `--pin` (None: wherever the OS puts them)."""
+    if pin == "none":
+        return None, None
+    first = {min(cpus)}
+    if pin == "same":
+        return first, first
+    if len(cpus) < 2:
+        raise ValueError("--pin other needs two CPUs: this process may run on one")
+    return first, cpus - first
+
+
+def _pinned(cpus: set[int] | None):
+    """A `preexec_fn` that binds the child to `cpus` before it starts (None: no binding)."""
+    return None if cpus is None else functools.partial(os.sched_setaffinity, 0, cpus)
+
+
+def _run(cmd: list[str], background: int = 0, pin: str = "none") -> dict:
     """One trainer run in its own process, beside `background` busy processes started for it alone."""
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(background)]
+    trainer_cpus, busy_cpus = placement(pin, os.sched_getaffinity(0))
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=_pinned(busy_cpus)) for _ in range(background)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=_pinned(trainer_cpus))
     finally:
         for b in busy:
             b.kill()
@@ -218,11 +242,18 @@ def main(argv=None) -> int:
     p.add_argument("--background", type=int, default=0,
                    help="busy processes started beside every run of the row (a fixed contended load, the same for "
                         "both sides): 0 measures the quiet row")
+    p.add_argument("--pin", choices=["none", "other", "same"], default="none",
+                   help="where the busy processes run: other (trainer on the first CPU, busy processes on the rest), "
+                        "same (all on the first CPU, time-sliced), none (the OS places them)")
     p.add_argument("--variants", default="fp32,bf16-sampling,lora",
                    help="rlvr settings to measure: fp32 (TRL's precision throughout), bf16-sampling "
                         "(sampling in bf16, training in fp32, with the importance-weight correction) and/or lora "
                         "(adapters of --rank, against TRL + PEFT at that rank)")
     args = p.parse_args(argv)
+    try:
+        placement(args.pin, os.sched_getaffinity(0))
+    except ValueError as e:
+        p.error(str(e))
     if args.worker:
         run_rlvr_worker(args)
         return 0
@@ -255,9 +286,9 @@ def main(argv=None) -> int:
                 order = ("trl", "ours") if i % 2 == 0 else ("ours", "trl")
                 for who in order:
                     if who == "ours":
-                        ours_runs.append(_run(ours_cmd, args.background))
+                        ours_runs.append(_run(ours_cmd, args.background, args.pin))
                     elif len(trl_runs) <= i:  # the full fine-tuning peer is shared by the fp32 and bf16 rows
-                        trl_runs.append(_run(trl_cmd, args.background))
+                        trl_runs.append(_run(trl_cmd, args.background, args.pin))
                 load.append(round(os.getloadavg()[0], 2))
             ours, trl = _side(ours_runs, {**expect, "model": c["model"]}), _side(trl_runs[:args.repeats], expect)
             ratios = [o["median_step_s_excl_first"] / t["median_step_s_excl_first"] for o, t in zip(ours_runs, trl_runs)]
@@ -284,6 +315,7 @@ def main(argv=None) -> int:
                 "rlvr_skipped_group_frac": round(statistics.fmean(f for r in ours_runs for f in r["zero_var_frac"]), 3),
                 "load_avg": load,
                 "background_processes": args.background,
+                "background_pin": args.pin,
             }
             if variant == "fp32":
                 full = ours
