@@ -19,13 +19,15 @@ trainer_step = load("trainer_step")
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "trainer_step.py"
 CPUS = os.sched_getaffinity(0)
 
-# a stand-in trainer: reports its own CPUs and those of every busy process on the machine
+# a stand-in trainer: reports its own CPUs and those of the busy processes its parent started beside it
 REPORT = """
 import json, os, sys
 from pathlib import Path
 def busy(proc):
     try:
-        return proc.joinpath("cmdline").read_bytes().rstrip(b"\\0").split(b"\\0")[-2:] == [b"-c", sys.argv[1].encode()]
+        sibling = int(proc.joinpath("stat").read_text().rpartition(")")[2].split()[1]) == os.getppid()
+        return sibling and proc.joinpath("cmdline").read_bytes().rstrip(b"\\0").split(b"\\0")[-2:] == [
+            b"-c", sys.argv[1].encode()]
     except OSError:
         return False
 pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and busy(p)]
