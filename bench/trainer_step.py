@@ -36,6 +36,7 @@ time-slicing), `same` puts them all on the first CPU (the trainer time-sliced wi
 OS places them. Pinned rows want `--threads 1`.
 
     python bench/trainer_step.py --only smollm2-G4 --variants lora --repeats 2 --threads 1 --background 2 --pin other
+
 Ends with `RESULT {"configs": [...]}`.
 """
 
