@@ -180,10 +180,11 @@ def _pinned(cpus: set[int] | None):
     return None if cpus is None else functools.partial(os.sched_setaffinity, 0, cpus)
 
 
-def _run(cmd: list[str], background: int = 0, pin: str = "none") -> dict:
-    """One trainer run in its own process, beside `background` busy processes started for it alone."""
+def _run(cmd: list[str], background: int = 0, cpus: tuple = (None, None)) -> dict:
+    """One trainer run in its own process, beside `background` busy processes started for it alone;
+    `cpus` is `placement`'s (trainer CPUs, busy-process CPUs)."""
     env = {**os.environ, "TQDM_DISABLE": "1"}
-    trainer_cpus, busy_cpus = placement(pin, os.sched_getaffinity(0))
+    trainer_cpus, busy_cpus = cpus
     busy = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=_pinned(busy_cpus)) for _ in range(background)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=_pinned(trainer_cpus))
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
                         "(adapters of --rank, against TRL + PEFT at that rank)")
     args = p.parse_args(argv)
     try:
-        placement(args.pin, os.sched_getaffinity(0))
+        cpus = placement(args.pin, os.sched_getaffinity(0))
     except ValueError as e:
         p.error(str(e))
     if args.worker:
@@ -287,9 +288,9 @@ def main(argv=None) -> int:
                 order = ("trl", "ours") if i % 2 == 0 else ("ours", "trl")
                 for who in order:
                     if who == "ours":
-                        ours_runs.append(_run(ours_cmd, args.background, args.pin))
+                        ours_runs.append(_run(ours_cmd, args.background, cpus))
                     elif len(trl_runs) <= i:  # the full fine-tuning peer is shared by the fp32 and bf16 rows
-                        trl_runs.append(_run(trl_cmd, args.background, args.pin))
+                        trl_runs.append(_run(trl_cmd, args.background, cpus))
                 load.append(round(os.getloadavg()[0], 2))
             ours, trl = _side(ours_runs, {**expect, "model": c["model"]}), _side(trl_runs[:args.repeats], expect)
             ratios = [o["median_step_s_excl_first"] / t["median_step_s_excl_first"] for o, t in zip(ours_runs, trl_runs)]

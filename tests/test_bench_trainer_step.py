@@ -47,7 +47,8 @@ def test_placement_of_each_pin():
 @needs.skip_unless(len(CPUS) >= 2, "pinning beside the trainer needs two CPUs")
 @pytest.mark.parametrize("pin", ["other", "same"])
 def test_busy_processes_run_where_the_pin_says(pin):
-    got = trainer_step._run([sys.executable, "-c", REPORT, trainer_step.BUSY], background=2, pin=pin)
+    got = trainer_step._run([sys.executable, "-c", REPORT, trainer_step.BUSY], background=2,
+                            cpus=trainer_step.placement(pin, CPUS))
     first = min(CPUS)
     assert got["trainer"] == [first]
     assert len(got["busy"]) == 2
