@@ -8,8 +8,7 @@ episode loop (`rollout.local_rollout`, arithmetic scoring included), in three ar
 - `fp32`: weights packed for oneDNN in fp32, the default (`sample_dtype: fp32`);
 - `bf16`: LoRA merged into packed bf16 copies of the linears (`sample_dtype: bf16` on a CPU whose
   oneDNN computes in bf16; norms, attention and the residual stay fp32);
-- `autocast`: torch's bf16 autocast over the unpacked model, what `sample_dtype: bf16` is elsewhere
-  and what a torch user would reach for: the peer.
+- `autocast`: torch's bf16 autocast over the unpacked model, what a torch user would reach for: the peer.
 
 At `--threads` 1 and 2: one untimed warm-up each, then `--repeats` timed rounds, the arms alternating
 within a round and each round with its own seeds (the same for every arm). Reported: the median
@@ -23,7 +22,8 @@ Ends with `RESULT {"threads": [...], "fp32_s": [...], "bf16_s": [...], "autocast
 
     python bench/sampling_precision.py [--repeats 3] [--threads 1,2]
 
-On a CPU whose oneDNN does not compute in bf16 it says so and skips.
+On a CPU whose oneDNN does not compute in bf16 there is no `bf16` arm (its fields are null): fp32 against
+autocast measures why `sample_dtype: bf16` samples in fp32 there (`trainer/devices.py`, `sampling_bf16`).
 """
 
 from __future__ import annotations
@@ -59,10 +59,9 @@ def main() -> None:
     config = load_config(ROOT / "configs" / "arith-lora-smollm2.yaml")
     model, tokenizer = load_model(config.model)
     model = lora.wrap(model, lora.check_options(config.lora)).eval()
-    if not can_pack(model, torch.bfloat16):  # the trainer samples bf16 under autocast there: nothing to compare
-        print("SKIP: this CPU's oneDNN does not compute in bf16 (torch.ops.mkldnn._is_mkldnn_bf16_supported())")
-        print("RESULT " + json.dumps({"skipped": "no bf16 oneDNN on this CPU"}))
-        return
+    arms = ARMS if can_pack(model, torch.bfloat16) else ("fp32", "autocast")
+    if "bf16" not in arms:
+        print("no bf16 arm: this CPU's oneDNN does not compute in bf16 (torch.ops.mkldnn._is_mkldnn_bf16_supported())")
     prompts = config.prompts_per_step
     envs = make_envs(config.env, config.env_kwargs_at(0), prompts)
     rows = prompts * config.group_size
@@ -81,14 +80,14 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     result = {"threads": [], **{f"{arm}_s": [] for arm in ARMS}, **{f"{arm}_tokens": [] for arm in ARMS},
               "bf16_speedup": [], "autocast_speedup": [], "bf16_speedup_per_token": [], "autocast_speedup_per_token": []}
-    diffs = {arm: [] for arm in ARMS}
+    diffs = {arm: [] for arm in arms}
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
-        for arm in ARMS:
+        for arm in arms:
             step(arm, 10_000)  # warm-up: oneDNN's kernels, the packing's first allocation
-        seconds, tokens = {arm: [] for arm in ARMS}, {arm: 0 for arm in ARMS}
+        seconds, tokens = {arm: [] for arm in arms}, {arm: 0 for arm in arms}
         for r in range(args.repeats):
-            for arm in ARMS[r % 3:] + ARMS[:r % 3]:  # each arm first in turn
+            for arm in arms[r % len(arms):] + arms[:r % len(arms)]:  # each arm first in turn
                 s, groups = step(arm, r)
                 seconds[arm].append(s)
                 tokens[arm] += sum(len(c) for g in groups for c in g.completion_ids)
@@ -97,18 +96,23 @@ def main() -> None:
                     diffs[arm].append(trainer_diff(model, sampled, config.temperature))
         result["threads"].append(threads)
         for arm in ARMS:
-            result[f"{arm}_s"].append(round(statistics.median(seconds[arm]), 3))
-            result[f"{arm}_tokens"].append(round(tokens[arm] / args.repeats, 1))
+            present = arm in arms
+            result[f"{arm}_s"].append(round(statistics.median(seconds[arm]), 3) if present else None)
+            result[f"{arm}_tokens"].append(round(tokens[arm] / args.repeats, 1) if present else None)
         for arm in ("bf16", "autocast"):
+            if arm not in arms:
+                result[f"{arm}_speedup"].append(None)
+                result[f"{arm}_speedup_per_token"].append(None)
+                continue
             ratios = [f / a for f, a in zip(seconds["fp32"], seconds[arm])]
             result[f"{arm}_speedup"].append(round(statistics.median(ratios), 3))
             per_token = result[f"{arm}_speedup"][-1] * tokens[arm] / tokens["fp32"]  # arms draw different tokens
             result[f"{arm}_speedup_per_token"].append(round(per_token, 3))
         print(f"{threads} thread(s): " + ", ".join(f"{arm} {result[f'{arm}_s'][-1]:.2f} s "
-                                                    f"({result[f'{arm}_tokens'][-1]:.0f} tokens)" for arm in ARMS)
-              + f"; fp32 / bf16 {result['bf16_speedup'][-1]:.2f}, fp32 / autocast {result['autocast_speedup'][-1]:.2f}",
-              flush=True)
-    for arm, values in diffs.items():
+                                                    f"({result[f'{arm}_tokens'][-1]:.0f} tokens)" for arm in arms)
+              + "; " + ", ".join(f"fp32 / {arm} {result[f'{arm}_speedup'][-1]:.2f}" for arm in arms[1:]), flush=True)
+    for arm in ARMS:
+        values = diffs.get(arm)
         result[f"{arm}_logprob_diff"] = round(statistics.fmean(values), 5) if values else None
     result.update(load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2))
     print("RESULT " + json.dumps(result), flush=True)

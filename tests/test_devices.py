@@ -122,6 +122,27 @@ def test_the_vllm_engines_dtype(device, requested, bf16, want):
     assert devices.engine_dtype(device, requested, bf16) == want
 
 
+@pytest.mark.parametrize("training,sample_dtype,native,want", [
+    (False, "bf16", True, True),  # a GPU with bf16, a CPU whose oneDNN computes in bf16
+    (False, "bf16", False, False),  # an AVX2 CPU: packed fp32, not emulated bf16
+    (False, "auto", True, False),  # sampled as training computes
+    (True, "auto", False, True),  # training in bf16 (asked for) samples in bf16 too
+])
+def test_sampling_in_bf16_only_where_it_is_native(training, sample_dtype, native, want):
+    assert devices.sampling_bf16(training, sample_dtype, native) is want
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_trainers_precision_asks_the_cpus_bf16(monkeypatch, native):
+    from rlvr.trainer import step_sampler
+
+    monkeypatch.setattr(step_sampler, "packs_bf16", lambda: native)
+    config = SimpleNamespace(autocast="auto", sample_dtype="bf16")
+    assert step_sampler.precision(config, torch.device("cpu")) == (False, native)
+    assert step_sampler.precision(SimpleNamespace(autocast="bf16", sample_dtype="auto"),
+                                  torch.device("cpu")) == (True, True)
+
+
 def test_vllm_dtype_in_a_run_config_reaches_the_engine_options():
     from rlvr.trainer.config import from_dict
 

@@ -21,6 +21,7 @@ import copy
 import math
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -103,6 +104,10 @@ class GRPOTrainer:
                                                 self._time_fraction(), config.decay_start))
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
         self.use_bf16, self.sample_bf16 = precision(config, self.device)
+        if config.sample_dtype == "bf16" and not self.sample_bf16:
+            warnings.warn(f"sample_dtype: bf16 samples in fp32 on {self.device}: it does not compute bf16 natively "
+                          "(on a CPU: oneDNN without bf16, e.g. AVX2 only), where bf16 is emulated and slower",
+                          stacklevel=2)
         # the loss reweights tokens by the sampler's and the trained policy's ratio, and logs their KL, when
         # they differ: sampling in bf16 while training in fp32, or sampling in another engine (vLLM)
         self.correct_sampler = (self.sample_bf16 and not self.use_bf16) or not generators.is_exact(config.generator)

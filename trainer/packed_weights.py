@@ -40,14 +40,17 @@ def bf16_supported() -> bool:
     return has_ops(BF16_OP) and bool(getattr(torch.ops.mkldnn, BF16_OP)())
 
 
+def packs_bf16() -> bool:
+    """Whether this torch and CPU can sample through packed bf16 weights (oneDNN's packing ops, bf16 compute)."""
+    return has_ops(*PACKING_OPS) and bf16_supported()
+
+
 def can_pack(model: torch.nn.Module, dtype: torch.dtype = torch.float32) -> bool:
     """fp32 weights on a CPU with oneDNN and its packing ops, and for `dtype` bf16 a CPU whose oneDNN computes
     in bf16 (GPU sampling has its own fast paths)."""
     if dtype not in (torch.float32, torch.bfloat16):
         raise ValueError(f"weights are packed in fp32 or bf16, not {dtype}")
-    if not has_ops(*PACKING_OPS):
-        return False
-    if dtype == torch.bfloat16 and not bf16_supported():
+    if not (packs_bf16() if dtype == torch.bfloat16 else has_ops(*PACKING_OPS)):
         return False
     weight = next((m.weight for m in model.modules() if type(m) is torch.nn.Linear), None)
     return weight is not None and weight.device.type == "cpu" and weight.dtype == torch.float32

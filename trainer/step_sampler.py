@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from rlvr.trainer import distributed
+from rlvr.trainer import devices, distributed
 from rlvr.trainer.loss import group_advantages
-from rlvr.trainer.packed_weights import packed_linears
+from rlvr.trainer.packed_weights import packed_linears, packs_bf16
 from rlvr.trainer.process_rewards import group_token_advantages, step_rewards
 from rlvr.trainer.replay import ReplayBuffer
 from rlvr.trainer.rollout import registry as generators
@@ -46,10 +46,12 @@ class SampledStep:
 
 def precision(config, device: torch.device) -> tuple[bool, bool]:
     """(train in bf16, sample in bf16): bf16 autocast when asked, or on a CUDA device that has it
-    (`autocast: auto`); sampling in bf16 too when training does or when `sample_dtype: bf16`."""
-    use_bf16 = config.autocast == "bf16" or (
-        config.autocast == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
-    return use_bf16, use_bf16 or config.sample_dtype == "bf16"
+    (`autocast: auto`); sampling in bf16 too when training does, or when `sample_dtype: bf16` and the
+    device computes bf16 natively (`devices.sampling_bf16`)."""
+    cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    use_bf16 = config.autocast == "bf16" or (config.autocast == "auto" and cuda_bf16)
+    native = cuda_bf16 if device.type == "cuda" else device.type == "cpu" and packs_bf16()
+    return use_bf16, devices.sampling_bf16(use_bf16, config.sample_dtype, native)
 
 
 @contextlib.contextmanager
