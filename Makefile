@@ -49,7 +49,7 @@ test-vllm: install-vllm
 	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q tests/test_*vllm*.py
 
 test: lint llama-server install-vllm
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25  # the slowest tests: CI has 90 minutes
 	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q tests/test_*vllm*.py
 
 # Every benchmark at its default size (hours: the learning benches train 30 minutes a seed). They read ../shared,

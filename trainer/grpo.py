@@ -29,6 +29,7 @@ import yaml
 
 from rlvr.trainer import checkpoint, distributed, lora
 from rlvr.trainer.config import TrainConfig
+from rlvr.trainer.devices import BF16_KEY
 from rlvr.trainer.heldout import evaluate_held_out
 from rlvr.trainer.logprobs import densify_gradients, group_logprobs
 from rlvr.trainer.loss import grpo_loss, kl_k3
@@ -104,7 +105,7 @@ class GRPOTrainer:
                                                 self._time_fraction(), config.decay_start))
         # sampling in bf16 while training in fp32: the loss then reweights tokens by the two policies' ratio
         self.use_bf16, self.sample_bf16 = precision(config, self.device)
-        if config.sample_dtype == "bf16" and not self.sample_bf16:
+        if config.sample_dtype == BF16_KEY and not self.sample_bf16:
             warnings.warn(f"sample_dtype: bf16 samples in fp32 on {self.device}: it does not compute bf16 natively "
                           "(on a CPU: oneDNN without bf16, e.g. AVX2 only), where bf16 is emulated and slower",
                           stacklevel=2)
