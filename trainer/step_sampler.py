@@ -49,7 +49,7 @@ def precision(config, device: torch.device) -> tuple[bool, bool]:
     (`autocast: auto`); sampling in bf16 too when training does, or when `sample_dtype: bf16` and the
     device computes bf16 natively (`devices.sampling_bf16`)."""
     cuda_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    use_bf16 = config.autocast == "bf16" or (config.autocast == "auto" and cuda_bf16)
+    use_bf16 = config.autocast == devices.BF16_KEY or (config.autocast == "auto" and cuda_bf16)
     native = cuda_bf16 if device.type == "cuda" else device.type == "cpu" and packs_bf16()
     return use_bf16, devices.sampling_bf16(use_bf16, config.sample_dtype, native)
 
