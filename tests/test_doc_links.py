@@ -4,6 +4,7 @@ The README's headline cells point into result pages by anchor; a renamed heading
 top of a 300-line page with no error anywhere, so the anchors are checked the way GitHub makes them.
 """
 
+import functools
 import re
 from pathlib import Path
 
@@ -24,8 +25,9 @@ def slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
+@functools.cache
 def anchors(page: Path) -> set[str]:
-    """The anchors of a page's headings, with GitHub's -1, -2 ... on repeats."""
+    """The anchors of a page's headings, with GitHub's -1, -2 ... on repeats (read once per page)."""
     seen: dict[str, int] = {}
     out = set()
     for heading in HEADING.findall(FENCE.sub("", page.read_text())):
