@@ -6,8 +6,8 @@ request per line on stdin and writes one JSON reply per line on stdout, so a too
 line each way instead of a `docker exec`. Every command of the agent runs as the unprivileged
 `UID` in its own session, with a wall-clock limit, an output cap, a per-file size limit and a
 process-count limit below the container's pids limit, so a fork bomb cannot starve this server;
-when the command ends every process of `UID` is killed (a /proc sweep, no fork needed), so
-nothing the agent started runs while this server reads or writes files or computes the diff.
+when the command ends every process of `UID` is killed (one `kill(-1)` as `UID`, then a /proc
+check), so nothing the agent started runs while this server reads or writes files or computes the diff.
 The agent cannot signal or ptrace this process (another uid, no capabilities).
 
 Requests (`op`): `setup` (own the repository to UID, remember its pristine contents), `run`
@@ -33,6 +33,7 @@ SKIP_SUFFIXES = (".pyc", ".pyo")
 MAX_FILE_BYTES = 4 << 20  # larger files are not kept in the snapshot (their change shows as binary)
 AGENT_NPROC = 192  # below the container's pids limit: the server can always fork
 AGENT_FSIZE = 256 << 20
+SWEEP_SECONDS = 10.0  # the dead may take a while to go on a loaded machine
 ENV = {"PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1", "TERM": "dumb", "USER": "agent"}
 # The package imports from the checkout, as the grader's test process does (src layout or not).
@@ -60,8 +61,30 @@ def repo_files():
 
 
 def sweep():
-    """SIGKILL every live process of the agent's uid until none is left (zombies are already dead)."""
-    for _ in range(400):
+    """Kill every process of the agent's uid, and return once none is alive (zombies are already dead).
+
+    A forked killer that becomes UID calls `kill(-1, SIGKILL)`: the kernel signals every process of
+    UID in this container in one pass and fails any fork in flight, so a fork bomb cannot refill the
+    slots. (A pid-by-pid /proc sweep let the bomb fork into each freed slot: over 30 s, half the time.)
+    The /proc scan after it waits for the victims to die, and kills pid by pid should the fork fail.
+    """
+    try:
+        killer = os.fork()
+    except OSError:
+        killer = -1
+    if killer == 0:
+        try:
+            os.setgroups([])
+            os.setgid(UID)
+            os.setuid(UID)
+            for _ in range(1000):  # until none is left to signal (a zombie still counts: bounded)
+                os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    if killer > 0:
+        os.waitpid(killer, 0)
+    deadline = time.monotonic() + SWEEP_SECONDS
+    while time.monotonic() < deadline:
         found = False
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
