@@ -231,7 +231,7 @@ def tool_calls(task: RepoTask, n: int) -> dict:
         container = docker.from_env().containers.get(workspace.ident)
         for i in range(max(20, n // 4)):
             start = time.monotonic()
-            container.exec_run(["bash", "-c", commands[i % len(commands)]], workdir=task.repo_dir, user="10002")
+            container.exec_run(["bash", "-c", commands[i % len(commands)]], workdir=task.repo_dir, user=str(workspace.agent_uid))
             exec_peer.append((time.monotonic() - start) * 1000)
     return {"calls": len(ours), "p50_ms": round(pct(ours, 50), 2), "p99_ms": round(pct(ours, 99), 2),
             "max_ms": round(max(ours), 2), "by_op_p50_ms": {k: round(pct(v, 50), 2) for k, v in by_op.items()},

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import secrets
 import shlex
 import socket
 import threading
@@ -34,7 +35,11 @@ from rlvr.sandbox.docker_backend import DockerWorker, WorkerError, read_reply
 from rlvr.sandbox.repo_image import PYCACHE
 
 LABEL = "rlvr.workspace"
-AGENT_UID = 10002
+# Each container's agent gets a uid of its own: the kernel counts RLIMIT_NPROC per uid across the
+# whole host, so with one shared uid a fork bomb in one episode made every other episode's commands fail
+# to fork. Far above any host's users (and docker's subuid ranges); two live containers share one
+# with odds near k^2 / 2^31 for k containers.
+AGENT_UIDS = range(1 << 30, 1 << 31)
 SERVER = (Path(__file__).resolve().parent / "workspace_server.py").read_text()
 
 
@@ -54,13 +59,13 @@ class WorkspaceLimits:
     python: str = "python3"         # the image's interpreter, for the server and the tests
 
 
-def container_options(image: str, repo_dir: str, limits: WorkspaceLimits) -> dict:
+def container_options(image: str, repo_dir: str, limits: WorkspaceLimits, agent_uid: int) -> dict:
     """`docker run` settings of a workspace container: no network, memory/pids/cpu limits, few caps."""
     from docker.types import LogConfig
 
     memory = f"{limits.memory_mb + limits.tmp_mb}m"
     return dict(
-        image=image, command=[limits.python, "-I", "-B", "-c", SERVER, repo_dir, str(AGENT_UID)],
+        image=image, command=[limits.python, "-I", "-B", "-c", SERVER, repo_dir, str(agent_uid)],
         stdin_open=True, detach=False, tty=False, user="0:0", working_dir="/", environment={},
         network_mode="none", mem_limit=memory, memswap_limit=memory, pids_limit=limits.pids,
         nano_cpus=int(limits.cpus * 1e9),
@@ -78,9 +83,10 @@ class _Container(DockerWorker):
 
     def __init__(self, client, image: str, repo_dir: str, limits: WorkspaceLimits, start_timeout: float = 60.0):
         self.limits = limits
+        self.agent_uid = AGENT_UIDS.start + secrets.randbelow(len(AGENT_UIDS))
         self._client = client
         self._buffer, self._stdout, self._stderr = bytearray(), bytearray(), bytearray()
-        self.container = client.containers.create(**container_options(image, repo_dir, limits))
+        self.container = client.containers.create(**container_options(image, repo_dir, limits, self.agent_uid))
         self.ident = self.container.short_id
         try:
             raw = client.api.attach_socket(self.container.id, params={"stdin": 1, "stdout": 1, "stderr": 1,
@@ -106,6 +112,11 @@ class Workspace:
     @property
     def ident(self) -> str:
         return self._container.ident
+
+    @property
+    def agent_uid(self) -> int:
+        """The unprivileged uid the agent's commands run as (this container's own)."""
+        return self._container.agent_uid
 
     def request(self, op: str, timeout: float = 60.0, **fields) -> dict:
         """One request to the server; WorkspaceError when the container broke or went silent."""

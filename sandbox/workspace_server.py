@@ -60,14 +60,35 @@ def repo_files():
     return out
 
 
-def sweep():
-    """Kill every process of the agent's uid, and return once none is alive (zombies are already dead).
+def agent_processes():
+    """The live processes of the agent's uid (zombies are already dead)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if line.startswith(("Uid:", "State:")))
+        except (OSError, ValueError):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == UID and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(pid))
+    return found
 
-    A forked killer that becomes UID calls `kill(-1, SIGKILL)`: the kernel signals every process of
-    UID in this container in one pass and fails any fork in flight, so a fork bomb cannot refill the
-    slots. (A pid-by-pid /proc sweep let the bomb fork into each freed slot: over 30 s, half the time.)
-    The /proc scan after it waits for the victims to die, and kills pid by pid should the fork fail.
+
+def sweep(shell):
+    """Kill every process of the agent's uid, `shell` (the command's bash) among them; return once none is alive.
+
+    Most commands leave nothing running: then /proc holds only init, this server and the shell's
+    zombie, and neither a fork nor a status read is needed (reading a running fork bomb's took 2-3 s).
+    Otherwise a forked killer that becomes UID calls `kill(-1, SIGKILL)`: the kernel signals every
+    process of UID in this container in one pass and fails any fork in flight, so a fork bomb cannot
+    refill the slots (killing pid by pid let it fork into each freed slot: over 30 s, half the time).
+    Then /proc is read until the victims are gone, killing pid by pid should the fork have failed.
     """
+    others = {int(pid) for pid in os.listdir("/proc") if pid.isdigit()} - {1, os.getpid(), shell.pid}
+    if not others and shell.poll() is not None:
+        return
     try:
         killer = os.fork()
     except OSError:
@@ -77,31 +98,22 @@ def sweep():
             os.setgroups([])
             os.setgid(UID)
             os.setuid(UID)
-            for _ in range(1000):  # until none is left to signal (a zombie still counts: bounded)
-                os.kill(-1, signal.SIGKILL)
+            for _ in range(1000):  # until none is left to signal (a zombie counts: bounded, a few ms)
+                os.kill(-1, signal.SIGKILL)  # every process of UID but this one, and none can fork meanwhile
         finally:
             os._exit(0)
     if killer > 0:
         os.waitpid(killer, 0)
     deadline = time.monotonic() + SWEEP_SECONDS
     while time.monotonic() < deadline:
-        found = False
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    fields = dict(line.split(":", 1) for line in f if line.startswith(("Uid:", "State:")))
-            except (OSError, ValueError):
-                continue
-            if int(fields.get("Uid", "-1").split()[0]) == UID and not fields.get("State", "").strip().startswith("Z"):
-                found = True
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except OSError:
-                    pass
-        if not found:
+        alive = agent_processes()
+        if not alive:
             return
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         time.sleep(0.002)
 
 
@@ -142,10 +154,9 @@ def run(req):
         if size > limit:
             truncated = True
             break
-    sweep()  # the command, and whatever it left running
+    sweep(proc)  # the command, and whatever it left running
     proc.stdout.close()
     status = proc.wait()
-    sweep()
     output = b"".join(chunks)[:limit].decode("utf-8", "replace")
     return {"output": output, "exit": status, "timed_out": timed_out, "truncated": truncated,
             "seconds": round(time.monotonic() - start, 4)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 
 import gymnasium as gym
 import needs
@@ -64,7 +65,7 @@ def call(name, **arguments):
 
 def test_commands_run_unprivileged_offline_and_limited(workspace):
     out = workspace.bash("id -u; pwd")
-    assert out["output"].split() == ["10002", "/repo"] and out["exit"] == 0
+    assert out["output"].split() == [str(workspace.agent_uid), "/repo"] and out["exit"] == 0
     out = workspace.bash("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=2)'")
     assert out["exit"] != 0 and "Network is unreachable" in out["output"]
     out = workspace.bash("sleep 30", timeout=1)
@@ -82,6 +83,24 @@ def test_commands_run_unprivileged_offline_and_limited(workspace):
             workspace.bash(bomb, timeout=3)
             assert workspace.bash("echo alive")["output"] == "alive\n"
     assert workspace.bash("touch /usr/lib/x 2>&1; echo $?")["output"].strip().endswith("1")  # not root
+
+
+def test_a_fork_bomb_in_one_workspace_leaves_another_free_to_fork(tasks):
+    """The process cap is counted per uid across the host: each container's agent has a uid of its own."""
+    import threading
+
+    from rlvr.sandbox.repo_workspace import get_workspace_pool
+
+    pool = get_workspace_pool(task_image(tasks[0]), tasks[0].repo_dir, size=2)
+    with pool.acquire() as bombed, pool.acquire() as other:
+        assert bombed.agent_uid != other.agent_uid
+        bomb = "python3 -c 'import os,time\nwhile True:\n  try: os.fork()\n  except OSError: time.sleep(0.01)'"
+        thread = threading.Thread(target=bombed.bash, args=(bomb, 6))
+        thread.start()
+        time.sleep(3)  # the bomb holds every process it may have
+        out = other.bash("for i in 1 2 3 4 5; do /bin/true || echo failed; done; echo done")
+        thread.join()
+    assert out["output"] == "done\n" and out["exit"] == 0
 
 
 def test_view_and_edit_answer_with_messages_never_exceptions(workspace, tasks):
