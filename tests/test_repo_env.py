@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
 import time
 
 import gymnasium as gym
@@ -87,8 +88,6 @@ def test_commands_run_unprivileged_offline_and_limited(workspace):
 
 def test_a_fork_bomb_in_one_workspace_leaves_another_free_to_fork(tasks):
     """The process cap is counted per uid across the host: each container's agent has a uid of its own."""
-    import threading
-
     from rlvr.sandbox.repo_workspace import get_workspace_pool
 
     pool = get_workspace_pool(task_image(tasks[0]), tasks[0].repo_dir, size=2)
