@@ -46,11 +46,11 @@ install-vllm:
 	VLLM_VENV=$(VLLM_VENV) .ci/vllm.sh
 
 test-vllm: install-vllm
-	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q tests/test_*vllm*.py
+	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q --durations=10 tests/test_*vllm*.py
 
 test: lint llama-server install-vllm
 	$(VENV)/bin/pytest -q --durations=25  # the slowest tests: CI has 90 minutes
-	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q tests/test_*vllm*.py
+	RLVR_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/pytest -q --durations=10 tests/test_*vllm*.py
 
 # Every benchmark at its default size (hours: the learning benches train 30 minutes a seed). They read ../shared,
 # run code in the Docker sandbox (.ci/docker.sh: engine and images, idempotent), and the vLLM ones run in .venv-vllm.
