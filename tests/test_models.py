@@ -84,10 +84,20 @@ def test_a_process_that_loses_the_race_keeps_the_winners_folder(tiny_conversion,
     assert os.listdir(tmp_path) == [os.path.basename(target)]
 
 
-def test_a_new_gguf_or_transformers_converts_again(tiny_conversion, monkeypatch):
+def test_a_new_gguf_or_transformers_converts_again(tiny_conversion, monkeypatch, tmp_path):
     import transformers
 
     _, calls = tiny_conversion
-    first = models.smollm2_folder()
+    gguf = tmp_path / "package" / models.SMOLLM2_GGUF  # the conversion is the tiny one: any bytes will do
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"v1")
+    monkeypatch.setattr(models, "smollm2_files", lambda: (str(gguf.parent), gguf.name))
+    seen = [models.smollm2_folder()]
+    assert models.smollm2_folder() == seen[0] and len(calls) == 1
+    os.utime(gguf, ns=(0, gguf.stat().st_mtime_ns + 10**9))  # the package reinstalled
+    seen.append(models.smollm2_folder())
+    gguf.write_bytes(b"version 2")
+    seen.append(models.smollm2_folder())
     monkeypatch.setattr(transformers, "__version__", transformers.__version__ + ".post1")
-    assert models.smollm2_folder() != first and len(calls) == 2
+    seen.append(models.smollm2_folder())
+    assert len(set(seen)) == 4 and len(calls) == 4

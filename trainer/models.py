@@ -5,7 +5,7 @@ file). transformers de-quantizes GGUF weights into ordinary tensors but still ta
 as quantized, and refuses to fine-tune it, so the model is rebuilt from its config and the
 weights copied over. Reading the GGUF takes transformers 10 s for the tokenizer and 40 s for the
 model (it parses the file three times), so that conversion runs once per machine and its result
-is kept as an ordinary transformers folder (`smollm2_folder`), which loads in a second or two.
+is kept as an ordinary transformers folder (`smollm2_folder`), which loads in under a second.
 `load_model("tiny")` gives a small randomly initialised Llama with the SmolLM2 tokenizer
 (seeded, so repeatable): the model of the tests and the CI-sized runs. Anything else is a
 transformers path or hub id.
